@@ -1,0 +1,52 @@
+"""One settings object, read once from the environment (prefix ``MARATHON_``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MARATHON_", extra="ignore")
+
+    home: Path = Field(default=Path.home() / ".marathon")
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MARATHON_DATABASE_URL", "DATABASE_URL")
+    )
+
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    temporal_ui_url: str = "http://localhost:8233"
+    cpu_task_queue: str = "marathon-cpu"
+    gpu_task_queue_prefix: str = "marathon-gpu-"
+
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    public_url: str | None = None
+    max_body_bytes: int = 1_000_000
+
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr | None = None
+    llm_temperature: float = 0.7
+    llm_timeout_s: float = 120.0
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'marathon.db'}"
+
+    @property
+    def artifact_dir(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
+    def api_url(self) -> str:
+        return self.public_url or f"http://{self.api_host}:{self.api_port}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
