@@ -1,0 +1,306 @@
+"""Inputs, results and state of the optimization loop, shared by workflows, activities and the API.
+
+Every workflow and activity takes one of these dataclasses and returns one. New fields get
+defaults so that running workflows stay compatible. Nothing here imports torch, triton or
+anything with side effects: workflow modules import this file.
+
+Large texts (kernel sources, judge reports) never travel inline: activities put them in the
+content-addressed artifact store (``store.artifacts``) and pass the sha256 key around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+OBJECTIVES = ("speedup", "roofline")
+PROPOSER_KINDS = ("search", "llm")
+RUN_STATUSES = ("running", "paused", "completed", "stopped", "failed")
+JUDGE_STATUSES = (
+    "ok",
+    "compile_error",
+    "runtime_error",
+    "incorrect",
+    "forbidden",
+    "timeout",
+    "crashed",
+    "suspicious",
+)
+
+
+@dataclass
+class Goal:
+    """What the run is for.
+
+    objective "speedup": geometric mean of baseline time / candidate time over the
+    problem's bench shapes (interpreter timings in CPU mode, labelled as such).
+    objective "roofline": geometric mean of achieved fraction of the roofline.
+    The goal is reached when the best value >= target * (1 - tolerance).
+    """
+
+    objective: str = "speedup"
+    target: float = 2.0
+    tolerance: float = 0.0
+    intent: str = ""
+
+    def problems(self) -> list[str]:
+        """Why this goal is invalid; empty when it is valid."""
+        errors = []
+        if self.objective not in OBJECTIVES:
+            errors.append(f"goal objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if not self.target > 0:
+            errors.append(f"goal target must be > 0, got {self.target}")
+        if self.objective == "roofline" and self.target > 1:
+            errors.append(f"a roofline fraction cannot exceed 1, got target {self.target}")
+        if not 0 <= self.tolerance < 1:
+            errors.append(f"goal tolerance must be in [0, 1), got {self.tolerance}")
+        if len(self.intent) > 4000:
+            errors.append(f"goal intent is limited to 4000 characters, got {len(self.intent)}")
+        return errors
+
+    def reached(self, value: Optional[float]) -> bool:
+        return value is not None and value >= self.target * (1 - self.tolerance)
+
+    def distance(self, value: Optional[float]) -> float:
+        """How far the value is from the target, as a fraction of the target (0 when reached)."""
+        if value is None:
+            return 1.0
+        return max(0.0, (self.target * (1 - self.tolerance) - value) / self.target)
+
+    def describe(self) -> str:
+        unit = "x geomean speedup over the baseline" if self.objective == "speedup" else " of the roofline"
+        text = f"{self.target:g}{unit}"
+        return f"{text} ({self.intent})" if self.intent else text
+
+
+@dataclass
+class Budget:
+    """When to stop even if the goal is not reached. None means unlimited for that resource."""
+
+    iterations: int = 50
+    hours: float = 24.0
+    gpu_seconds: Optional[float] = None
+    tokens: Optional[int] = None
+    plateau_iterations: Optional[int] = None
+
+    def problems(self) -> list[str]:
+        errors = []
+        if not 1 <= self.iterations <= 100_000:
+            errors.append(f"budget iterations must be between 1 and 100000, got {self.iterations}")
+        if not 0 < self.hours <= 24 * 14:
+            errors.append(f"budget hours must be > 0 and at most 336 (two weeks), got {self.hours}")
+        if self.gpu_seconds is not None and not self.gpu_seconds > 0:
+            errors.append(f"budget gpu_seconds must be > 0, got {self.gpu_seconds}")
+        if self.tokens is not None and not self.tokens > 0:
+            errors.append(f"budget tokens must be > 0, got {self.tokens}")
+        if self.plateau_iterations is not None and not self.plateau_iterations >= 1:
+            errors.append(f"budget plateau_iterations must be >= 1, got {self.plateau_iterations}")
+        return errors
+
+
+@dataclass
+class ProposerConfig:
+    """Which proposer writes candidates. Secrets (the API key) come from worker settings, never from here."""
+
+    kind: str = "search"
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    temperature: Optional[float] = None
+    seed: int = 0
+
+    def problems(self) -> list[str]:
+        errors = []
+        if self.kind not in PROPOSER_KINDS:
+            errors.append(f"proposer kind must be one of {', '.join(PROPOSER_KINDS)}, got {self.kind!r}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            errors.append(f"proposer temperature must be in [0, 2], got {self.temperature}")
+        return errors
+
+
+@dataclass
+class Candidate:
+    """One proposed kernel. ``source_sha`` keys its source text in the artifact store."""
+
+    index: int
+    source_sha: str
+    strategy: str
+    knobs: Optional[dict[str, Any]] = None
+    parent_sha: Optional[str] = None
+
+
+@dataclass
+class NotebookEntry:
+    iteration: int
+    index: int
+    strategy: str
+    status: str
+    speedup: Optional[float] = None
+    note: str = ""
+
+
+@dataclass
+class Notebook:
+    """The run's memory: recent attempts in full, older ones compacted into lessons."""
+
+    entries: list[NotebookEntry] = field(default_factory=list)
+    lessons: list[str] = field(default_factory=list)
+    failed_strategies: list[str] = field(default_factory=list)
+    profiler_findings: list[str] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    compactions: int = 0
+
+
+@dataclass
+class BestKernel:
+    iteration: int
+    index: int
+    source_sha: str
+    strategy: str
+    speedup: Optional[float] = None
+    roofline: Optional[float] = None
+    report_sha: Optional[str] = None
+    timing_kind: str = "gpu"
+
+
+@dataclass
+class ProposeInput:
+    run_id: str
+    problem: str
+    goal: Goal
+    iteration: int
+    count: int
+    proposer: ProposerConfig
+    notebook: Notebook
+    best: Optional[BestKernel] = None
+    last_feedback: list[str] = field(default_factory=list)
+    tokens_left: Optional[int] = None
+
+
+@dataclass
+class ProposeResult:
+    candidates: list[Candidate]
+    tokens_used: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EvaluateInput:
+    run_id: str
+    iteration: int
+    index: int
+    problem: str
+    source_sha: str
+    device: str = "auto"
+    confirm: bool = False
+    timeout_s: float = 900.0
+
+
+@dataclass
+class EvaluateResult:
+    """What the loop needs of a judge report; the full report is an artifact."""
+
+    status: str
+    message: str = ""
+    speedup: Optional[float] = None
+    roofline: Optional[float] = None
+    timing_kind: str = "gpu"
+    gpu_seconds: float = 0.0
+    report_sha: Optional[str] = None
+    device: str = ""
+    profile: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class RecordInput:
+    run_id: str
+    iteration: int
+    index: int
+    candidate: Candidate
+    result: EvaluateResult
+    is_best: bool = False
+
+
+@dataclass
+class RecordResult:
+    attempt_id: int
+    created: bool
+
+
+@dataclass
+class CompactInput:
+    run_id: str
+    goal: Goal
+    notebook: Notebook
+    proposer: ProposerConfig
+    keep_recent: int = 20
+
+
+@dataclass
+class CompactResult:
+    notebook: Notebook
+    tokens_used: int = 0
+
+
+@dataclass
+class RunState:
+    """Everything carried across continue-as-new."""
+
+    iteration: int = 0
+    best: Optional[BestKernel] = None
+    notebook: Notebook = field(default_factory=Notebook)
+    gpu_seconds: float = 0.0
+    tokens: int = 0
+    started_at: Optional[str] = None
+    last_improvement_iteration: int = 0
+    segment: int = 0
+    paused: bool = False
+    stop_requested: bool = False
+    last_feedback: list[str] = field(default_factory=list)
+    seed_sha: Optional[str] = None
+
+
+@dataclass
+class OptimizeInput:
+    run_id: str
+    problem: str
+    goal: Goal = field(default_factory=Goal)
+    budget: Budget = field(default_factory=Budget)
+    proposer: ProposerConfig = field(default_factory=ProposerConfig)
+    candidates_per_iteration: int = 4
+    device: str = "auto"
+    gpu_arch: str = "sm90"
+    continue_as_new_every: int = 100
+    notebook_limit: int = 40
+    state: Optional[RunState] = None
+
+
+@dataclass
+class OptimizeResult:
+    run_id: str
+    status: str
+    stop_reason: str
+    iterations: int
+    best: Optional[BestKernel] = None
+
+
+@dataclass
+class RunStatus:
+    """The answer of the status query."""
+
+    run_id: str
+    problem: str
+    status: str
+    phase: str
+    iteration: int
+    goal: Goal
+    best_speedup: Optional[float] = None
+    best_roofline: Optional[float] = None
+    distance: float = 1.0
+    budget: Optional[Budget] = None
+    budget_used: dict[str, float] = field(default_factory=dict)
+    stop_reason: str = ""
+    segment: int = 0
