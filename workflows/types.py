@@ -26,6 +26,7 @@ JUDGE_STATUSES = (
     "crashed",
     "suspicious",
 )
+ATTEMPT_STATUSES = JUDGE_STATUSES + ("proposal_error",)
 
 
 @dataclass
@@ -119,13 +120,19 @@ class ProposerConfig:
 
 @dataclass
 class Candidate:
-    """One proposed kernel. ``source_sha`` keys its source text in the artifact store."""
+    """One proposed kernel. ``source_sha`` keys its source text in the artifact store.
+
+    ``error`` is set when the proposer could not produce a usable kernel (a malformed LLM
+    reply, say): the loop records the attempt with status ``proposal_error`` and does not
+    evaluate it. ``source_sha`` then keys the raw reply.
+    """
 
     index: int
     source_sha: str
     strategy: str
     knobs: Optional[dict[str, Any]] = None
     parent_sha: Optional[str] = None
+    error: Optional[str] = None
 
 
 @dataclass
