@@ -1,0 +1,154 @@
+"""Engines and sessions for the store.
+
+SQLite (the default, under the home directory) is written by several processes at once (the
+API, the CPU worker's record activity, the CLI through the API), so every SQLite connection runs
+in WAL mode with a busy timeout, and every transaction starts with ``BEGIN IMMEDIATE``: a
+read-then-write transaction that began deferred can fail at once with "database is locked" when
+another writer committed in between, whereas an immediate one waits its turn.
+
+PostgreSQL is reached through psycopg 3; ``postgresql://`` and ``postgres://`` URLs are
+rewritten to ``postgresql+psycopg://`` so a plain ``DATABASE_URL`` works.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_engines: dict[str, Engine] = {}
+_session_factories: dict[str, sessionmaker[Session]] = {}
+_lock = threading.Lock()
+
+
+def normalize_url(url: str) -> str:
+    """Pick the psycopg 3 driver for bare PostgreSQL URLs; leave everything else as given."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def _sqlite_file(url: str) -> Path | None:
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection, _record) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own implicit BEGIN
+        # breaks SAVEPOINT and transactional DDL).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    """Return the process-wide engine for ``url`` (created once per URL)."""
+    url = normalize_url(url)
+    with _lock:
+        engine = _engines.get(url)
+        if engine is not None:
+            return engine
+        if url.startswith("sqlite"):
+            path = _sqlite_file(url)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(
+                url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+            )
+            _configure_sqlite(engine)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+        _engines[url] = engine
+        _session_factories[url] = sessionmaker(bind=engine, expire_on_commit=False)
+        return engine
+
+
+def dispose_engine(url: str) -> None:
+    """Close the pooled connections of ``url``'s engine and forget it (tests, shutdown)."""
+    url = normalize_url(url)
+    with _lock:
+        engine = _engines.pop(url, None)
+        _session_factories.pop(url, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _resolve(url: str | None) -> str:
+    if url is not None:
+        return normalize_url(url)
+    from marathon.settings import get_settings
+
+    return normalize_url(get_settings().resolved_database_url)
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A session that commits when the block ends and rolls back when it raises.
+
+    ``url`` defaults to the settings' database (``MARATHON_DATABASE_URL`` / ``DATABASE_URL``,
+    else SQLite under the home directory).
+    """
+    url = _resolve(url)
+    make_engine(url)
+    session = _session_factories[url]()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+@contextmanager
+def _migration_lock(url: str, engine: Engine) -> Iterator[None]:
+    """Serialize concurrent upgrades (the API and a worker starting together)."""
+    path = _sqlite_file(url) if url.startswith("sqlite") else None
+    if path is None:
+        yield
+        return
+    with open(path.with_name(path.name + ".migrate-lock"), "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Bring the schema at ``url`` to ``revision`` with Alembic (the migrations ship with the package)."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = _resolve(url)
+    engine = make_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with _migration_lock(url, engine), engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Two processes upgrading one PostgreSQL database wait for each other here.
+            connection.execute(text("SELECT pg_advisory_xact_lock(7305092001)"))
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)

@@ -1,0 +1,87 @@
+"""The store's tables: runs, their attempts, content-addressed artifacts and API tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    """One optimization run; its id is also the Temporal workflow id."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    problem: Mapped[str] = mapped_column(String(200), index=True)
+    status: Mapped[str] = mapped_column(String(20), index=True, default="running")
+    goal: Mapped[dict[str, Any]] = mapped_column(JSON)
+    budget: Mapped[dict[str, Any]] = mapped_column(JSON)
+    proposer: Mapped[dict[str, Any]] = mapped_column(JSON)
+    candidates_per_iteration: Mapped[int] = mapped_column(Integer)
+    iteration: Mapped[int] = mapped_column(Integer, default=0)
+    best_speedup: Mapped[Optional[float]] = mapped_column(Float)
+    best_attempt_id: Mapped[Optional[int]] = mapped_column(Integer)
+    stop_reason: Mapped[str] = mapped_column(Text, default="")
+    workflow_id: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class Attempt(Base):
+    """One evaluated (or failed) candidate. (run_id, iteration, index) is unique: a retried
+    record activity finds the row it already wrote instead of counting the attempt twice."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("run_id", "iteration", "index", name="uq_attempts_run_iteration_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    iteration: Mapped[int] = mapped_column(Integer)
+    index: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(Text, default="")
+    knobs: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON)
+    source_sha: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text, default="")
+    speedup: Mapped[Optional[float]] = mapped_column(Float)
+    roofline: Mapped[Optional[float]] = mapped_column(Float)
+    timing_kind: Mapped[str] = mapped_column(String(32), default="gpu")
+    report_sha: Mapped[Optional[str]] = mapped_column(String(64))
+    is_best: Mapped[bool] = mapped_column(default=False)
+    gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Artifact(Base):
+    """A blob keyed by the sha256 of its content (kernel sources, judge reports, LLM replies)."""
+
+    __tablename__ = "artifacts"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    text: Mapped[Optional[str]] = mapped_column(Text)
+    data: Mapped[Optional[bytes]] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    """A bearer token for the API; only the sha256 of the token is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_used_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,255 @@
+"""Keyword-only helpers over the store's tables, shared by the API and the record activity.
+
+Every helper takes an open session (``store.db.session_scope``) and leaves committing to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import secrets
+from typing import Any, Optional
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from store.models import ApiToken, Attempt, Run, utcnow
+
+TOKEN_PREFIX = "mt_"
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return dict(value)
+    raise ValueError(f"expected a dataclass or a dict, got {type(value).__name__}")
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if not 1 <= limit <= 1000:
+        raise ValueError(f"limit must be between 1 and 1000, got {limit}")
+
+
+def create_run(
+    session: Session,
+    *,
+    run_id: str,
+    problem: str,
+    goal: Any,
+    budget: Any,
+    proposer: Any,
+    candidates_per_iteration: int,
+    workflow_id: str,
+) -> Run:
+    """Insert a run in status ``running``; ``goal``/``budget``/``proposer`` are dataclasses or dicts."""
+    if candidates_per_iteration < 1:
+        raise ValueError(f"candidates_per_iteration must be >= 1, got {candidates_per_iteration}")
+    run = Run(
+        id=run_id,
+        problem=problem,
+        status="running",
+        goal=_as_dict(goal),
+        budget=_as_dict(budget),
+        proposer=_as_dict(proposer),
+        candidates_per_iteration=candidates_per_iteration,
+        iteration=0,
+        stop_reason="",
+        workflow_id=workflow_id,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: str) -> Optional[Run]:
+    return session.get(Run, run_id)
+
+
+def delete_run(session: Session, run_id: str) -> bool:
+    """Remove a run and its attempts (a run whose workflow never started). True if it existed."""
+    run = session.get(Run, run_id)
+    if run is None:
+        return False
+    session.query(Attempt).filter(Attempt.run_id == run_id).delete()
+    session.delete(run)
+    session.flush()
+    return True
+
+
+def list_runs(
+    session: Session,
+    *,
+    status: Optional[str] = None,
+    problem: Optional[str] = None,
+    offset: int = 0,
+    limit: int = 50,
+) -> tuple[list[Run], int]:
+    """Runs newest first, filtered by status and problem; returns (page, total matching)."""
+    _check_page(offset, limit)
+    query = select(Run)
+    if status is not None:
+        query = query.where(Run.status == status)
+    if problem is not None:
+        query = query.where(Run.problem == problem)
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    page = session.scalars(query.order_by(Run.created_at.desc(), Run.id).offset(offset).limit(limit)).all()
+    return list(page), count
+
+
+def update_run(
+    session: Session,
+    run_id: str,
+    *,
+    status: Optional[str] = None,
+    iteration: Optional[int] = None,
+    best_speedup: Optional[float] = None,
+    best_attempt_id: Optional[int] = None,
+    stop_reason: Optional[str] = None,
+    goal: Any = None,
+) -> Run:
+    """Set the given fields (None leaves a field as it is); an unknown run raises KeyError."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise KeyError(f"run {run_id} not found")
+    if status is not None:
+        run.status = status
+    if iteration is not None:
+        run.iteration = iteration
+    if best_speedup is not None:
+        run.best_speedup = best_speedup
+    if best_attempt_id is not None:
+        run.best_attempt_id = best_attempt_id
+    if stop_reason is not None:
+        run.stop_reason = stop_reason
+    if goal is not None:
+        run.goal = _as_dict(goal)
+    run.updated_at = utcnow()
+    session.flush()
+    return run
+
+
+def _find_attempt(session: Session, run_id: str, iteration: int, index: int) -> Optional[Attempt]:
+    return session.scalar(
+        select(Attempt).where(Attempt.run_id == run_id, Attempt.iteration == iteration, Attempt.index == index)
+    )
+
+
+def record_attempt(
+    session: Session,
+    *,
+    run_id: str,
+    iteration: int,
+    index: int,
+    strategy: str,
+    knobs: Optional[dict[str, Any]],
+    source_sha: str,
+    status: str,
+    message: str,
+    speedup: Optional[float],
+    roofline: Optional[float],
+    timing_kind: str,
+    report_sha: Optional[str],
+    is_best: bool,
+    gpu_seconds: float,
+) -> tuple[Attempt, bool]:
+    """Record one attempt once: returns (attempt, created).
+
+    A retry of the same (run_id, iteration, index) returns the row already there with
+    created=False, also when two retries race (the loser's insert hits the unique constraint and
+    it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt and
+    its speedup the run's best; the run's iteration never moves backwards.
+    """
+    if iteration < 0 or index < 0:
+        raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
+    existing = _find_attempt(session, run_id, iteration, index)
+    if existing is not None:
+        return existing, False
+    run = session.get(Run, run_id)
+    if run is None:
+        raise KeyError(f"run {run_id} not found")
+    attempt = Attempt(
+        run_id=run_id,
+        iteration=iteration,
+        index=index,
+        strategy=strategy,
+        knobs=knobs,
+        source_sha=source_sha,
+        status=status,
+        message=message,
+        speedup=speedup,
+        roofline=roofline,
+        timing_kind=timing_kind,
+        report_sha=report_sha,
+        is_best=is_best,
+        gpu_seconds=gpu_seconds,
+    )
+    try:
+        with session.begin_nested():
+            session.add(attempt)
+    except IntegrityError:
+        existing = _find_attempt(session, run_id, iteration, index)
+        if existing is None:
+            raise
+        return existing, False
+    if is_best:
+        session.execute(
+            update(Attempt)
+            .where(Attempt.run_id == run_id, Attempt.id != attempt.id, Attempt.is_best.is_(True))
+            .values(is_best=False)
+        )
+        run.best_attempt_id = attempt.id
+        run.best_speedup = speedup
+    run.iteration = max(run.iteration, iteration)
+    run.updated_at = utcnow()
+    session.flush()
+    return attempt, True
+
+
+def list_attempts(
+    session: Session, run_id: str, *, offset: int = 0, limit: int = 50
+) -> tuple[list[Attempt], int]:
+    """A run's attempts ordered by (iteration, index); returns (page, total)."""
+    _check_page(offset, limit)
+    count = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)) or 0
+    page = session.scalars(
+        select(Attempt)
+        .where(Attempt.run_id == run_id)
+        .order_by(Attempt.iteration, Attempt.index)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return list(page), count
+
+
+def get_attempt(session: Session, attempt_id: int) -> Optional[Attempt]:
+    return session.get(Attempt, attempt_id)
+
+
+def hash_token(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
+
+
+def create_token(session: Session, *, name: str) -> str:
+    """Create an API token and return its plaintext, which is shown once: only its hash is stored."""
+    if not name:
+        raise ValueError("a token needs a name")
+    plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(ApiToken(name=name, token_hash=hash_token(plaintext)))
+    session.flush()
+    return plaintext
+
+
+def verify_token(session: Session, plaintext: str) -> bool:
+    """True when ``plaintext`` is a stored token (and note when it was last used)."""
+    if not plaintext:
+        return False
+    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext)))
+    if token is None:
+        return False
+    token.last_used_at = utcnow()
+    session.flush()
+    return True
