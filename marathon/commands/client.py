@@ -1,0 +1,366 @@
+"""Client commands: ``run``, ``runs``, ``show``, ``watch``, ``best``, ``pause``, ``resume``, ``stop``,
+``goal`` and ``hint``. They talk to the API that ``marathon up`` (or a deployment) serves.
+
+Exit codes: 0 success, 1 failure (API unreachable, refused, run failed), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+FINISHED = ("completed", "stopped", "failed")
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--api-url", default=None,
+        help="the Marathon API (default: the one `marathon up` started on this home, else MARATHON_API_PORT/127.0.0.1:8000)",
+    )
+    common.add_argument("--home", type=Path, default=None, help="where `marathon up` keeps its token (default: MARATHON_HOME or ~/.marathon)")
+    return common
+
+
+def register(subparsers) -> None:
+    common = _common()
+
+    run = subparsers.add_parser("run", parents=[common], help="start an optimization run")
+    run.add_argument("problem", help="problem name, e.g. kda or mla-decode")
+    run.add_argument("--goal", type=float, default=None, help="target value: speedup (e.g. 2.0) or roofline fraction (e.g. 0.6)")
+    run.add_argument("--objective", choices=("speedup", "roofline"), default=None, help="what the goal measures (default: speedup)")
+    run.add_argument("--iterations", type=int, default=None, help="iteration budget")
+    run.add_argument("--hours", type=float, default=None, help="wall-clock budget in hours")
+    run.add_argument("--proposer", choices=("search", "llm"), default=None, help="who writes candidates (default: search)")
+    run.add_argument("--candidates", type=int, default=None, help="candidates per iteration")
+    run.add_argument("--seed", type=int, default=None, help="proposer seed")
+    run.add_argument("--wait", action="store_true", help="watch the run until it ends")
+    run.set_defaults(handler=run_command)
+
+    runs = subparsers.add_parser("runs", parents=[common], help="list runs")
+    runs.add_argument("--status", default=None, help="running, paused, completed, stopped or failed")
+    runs.add_argument("--problem", default=None)
+    runs.add_argument("--limit", type=int, default=50)
+    runs.set_defaults(handler=runs_command)
+
+    show = subparsers.add_parser("show", parents=[common], help="show one run")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="print the API's JSON")
+    show.set_defaults(handler=show_command)
+
+    watch = subparsers.add_parser("watch", parents=[common], help="follow a run's progress until it ends")
+    watch.add_argument("id")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    watch.set_defaults(handler=watch_command)
+
+    best = subparsers.add_parser("best", parents=[common], help="download a run's best kernel")
+    best.add_argument("id")
+    best.add_argument("-o", "--output", type=Path, required=True, help="file to write the kernel source to")
+    best.set_defaults(handler=best_command)
+
+    for action, text in (("pause", "pause a run"), ("resume", "resume a paused run"), ("stop", "stop a run")):
+        parser = subparsers.add_parser(action, parents=[common], help=text)
+        parser.add_argument("id")
+        parser.set_defaults(handler=action_command, action=action)
+
+    goal = subparsers.add_parser("goal", parents=[common], help="change a running run's goal")
+    goal.add_argument("id")
+    goal.add_argument("target", type=float)
+    goal.add_argument("--objective", choices=("speedup", "roofline"), default=None)
+    goal.set_defaults(handler=goal_command)
+
+    hint = subparsers.add_parser("hint", parents=[common], help="give a running run a hint for its proposer")
+    hint.add_argument("id")
+    hint.add_argument("text")
+    hint.set_defaults(handler=hint_command)
+
+
+def resolve_api_url(args: argparse.Namespace, home: Path) -> str:
+    """--api-url, else the stack `marathon up` wrote for this home, else the settings."""
+    from marathon.devstack import STACK_FILE_NAME
+    from marathon.settings import get_settings
+
+    if args.api_url:
+        return args.api_url
+    explicit = any(name in os.environ for name in ("MARATHON_PUBLIC_URL", "MARATHON_API_PORT", "MARATHON_API_HOST"))
+    stack_file = home / STACK_FILE_NAME
+    if not explicit and stack_file.exists():
+        try:
+            return json.loads(stack_file.read_text())["api_url"]
+        except (ValueError, KeyError):
+            pass
+    return get_settings().api_url
+
+
+def connect(args: argparse.Namespace):
+    from marathon.client import MarathonClient, read_token
+    from marathon.settings import get_settings
+
+    home = Path(args.home or get_settings().home).expanduser()
+    return MarathonClient(resolve_api_url(args, home), read_token(home), home=home)
+
+
+def fail(message: str) -> int:
+    print(f"marathon: {message}", file=sys.stderr)
+    return 1
+
+
+def _calling(function):
+    """Run a command body; turn an ``ApiError`` into its message and exit code 1."""
+
+    def handler(args: argparse.Namespace) -> int:
+        from marathon.client import ApiError
+
+        try:
+            with connect(args) as client:
+                return function(client, args)
+        except ApiError as error:
+            return fail(str(error))
+
+    handler.__name__ = function.__name__
+    handler.__doc__ = function.__doc__
+    return handler
+
+
+def format_speedup(value: Optional[float], timing_kind: Optional[str] = None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.3g}x"
+    if timing_kind and timing_kind != "gpu":
+        text += f" ({timing_kind} timing)"
+    return text
+
+
+def _goal_text(goal: Any) -> str:
+    if isinstance(goal, dict):
+        target = goal.get("target")
+        if goal.get("objective", "speedup") == "roofline":
+            return f"{target:g} of roofline" if isinstance(target, (int, float)) else str(target)
+        return f"{target:g}x" if isinstance(target, (int, float)) else str(target)
+    return "-" if goal is None else str(goal)
+
+
+def _timing_kind(run: dict[str, Any]) -> Optional[str]:
+    best = run.get("best")
+    if isinstance(best, dict) and best.get("timing_kind"):
+        return best["timing_kind"]
+    return run.get("timing_kind")
+
+
+def _iterations_budget(run: dict[str, Any]) -> Optional[int]:
+    budget = run.get("budget")
+    return budget.get("iterations") if isinstance(budget, dict) else None
+
+
+def run_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /runs body: only what was given on the command line; the API fills in defaults."""
+    body: dict[str, Any] = {"problem": args.problem}
+    goal = {key: value for key, value in (("objective", args.objective), ("target", args.goal)) if value is not None}
+    if goal:
+        body["goal"] = goal
+    budget = {key: value for key, value in (("iterations", args.iterations), ("hours", args.hours)) if value is not None}
+    if budget:
+        body["budget"] = budget
+    proposer = {key: value for key, value in (("kind", args.proposer), ("seed", args.seed)) if value is not None}
+    if proposer:
+        body["proposer"] = proposer
+    if args.candidates is not None:
+        body["candidates_per_iteration"] = args.candidates
+    return body
+
+
+@_calling
+def run_command(client, args: argparse.Namespace) -> int:
+    run = client.create_run(run_body(args))
+    run_id = run["id"]
+    print(f"started run {run_id} ({args.problem})")
+    for label, key in (("run page", "run_page_url"), ("Temporal UI", "temporal_ui_url")):
+        if run.get(key):
+            print(f"  {label:12} {run[key]}")
+    if not args.wait:
+        print(f"  follow it with: marathon watch {run_id}")
+        return 0
+    return follow(client, run_id, interval=1.0)
+
+
+@_calling
+def runs_command(client, args: argparse.Namespace) -> int:
+    page = client.list_runs(status=args.status, problem=args.problem, limit=args.limit)
+    rows = page.get("data", [])
+    if not rows:
+        print("no runs" + (" matching the filter" if args.status or args.problem else ""))
+        return 0
+    header = ("ID", "PROBLEM", "STATUS", "ITER", "BEST", "GOAL", "CREATED")
+    table = [header]
+    for run in rows:
+        iterations = _iterations_budget(run)
+        table.append(
+            (
+                str(run.get("id", "")),
+                str(run.get("problem", "")),
+                str(run.get("status", "")),
+                f"{run.get('iteration', 0)}" + (f"/{iterations}" if iterations else ""),
+                format_speedup(run.get("best_speedup")),
+                _goal_text(run.get("goal")),
+                str(run.get("created_at", ""))[:19],
+            )
+        )
+    widths = [max(len(row[column]) for row in table) for column in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    count = page.get("count", len(rows))
+    if count > len(rows):
+        print(f"({len(rows)} of {count} shown; use --limit)")
+    return 0
+
+
+def describe_run(run: dict[str, Any]) -> list[str]:
+    iterations = _iterations_budget(run)
+    lines = [
+        f"run {run.get('id')}  {run.get('problem')}  {run.get('status')}",
+        f"  iteration    {run.get('iteration', 0)}" + (f" of {iterations}" if iterations else ""),
+        f"  best         {format_speedup(run.get('best_speedup'), _timing_kind(run))}",
+        f"  goal         {_goal_text(run.get('goal'))}",
+    ]
+    if run.get("distance") is not None:
+        lines.append(f"  distance     {run['distance']:.3f} (fraction of the goal still missing)")
+    used = run.get("budget_used")
+    if isinstance(used, dict) and used:
+        lines.append("  budget used  " + ", ".join(f"{key} {value:g}" if isinstance(value, (int, float)) else f"{key} {value}" for key, value in used.items()))
+    if run.get("stop_reason"):
+        lines.append(f"  stop reason  {run['stop_reason']}")
+    for label, key in (("run page", "run_page_url"), ("Temporal UI", "temporal_ui_url")):
+        if run.get(key):
+            lines.append(f"  {label:12} {run[key]}")
+    return lines
+
+
+@_calling
+def show_command(client, args: argparse.Namespace) -> int:
+    run = client.get_run(args.id)
+    if args.json:
+        print(json.dumps(run, indent=2, sort_keys=True))
+        return 0
+    print("\n".join(describe_run(run)))
+    attempts = client.list_attempts(args.id, limit=1000)
+    data = attempts.get("data", [])
+    if data:
+        statuses: dict[str, int] = {}
+        for attempt in data:
+            statuses[attempt.get("status", "?")] = statuses.get(attempt.get("status", "?"), 0) + 1
+        summary = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+        print(f"  attempts     {attempts.get('count', len(data))} ({summary})")
+    return 0
+
+
+def progress_line(run: dict[str, Any], width: int = 24) -> str:
+    iteration = int(run.get("iteration") or 0)
+    total = _iterations_budget(run)
+    if total:
+        filled = min(width, int(width * iteration / total))
+        bar = "[" + "#" * filled + "-" * (width - filled) + f"] {iteration}/{total}"
+    else:
+        bar = f"iteration {iteration}"
+    return (
+        f"{bar}  best {format_speedup(run.get('best_speedup'), _timing_kind(run))}"
+        f"  goal {_goal_text(run.get('goal'))}  {run.get('status', '?')}"
+    )
+
+
+def follow(client, run_id: str, *, interval: float, out=None) -> int:
+    """Poll the run until it ends; a live line on a terminal, one line per change otherwise."""
+    out = out or sys.stdout
+    live = out.isatty()
+    last = None
+    while True:
+        run = client.get_run(run_id)
+        line = progress_line(run)
+        if live:
+            out.write("\r\033[K" + line)
+            out.flush()
+        elif line != last:
+            print(line, file=out, flush=True)
+        last = line
+        status = run.get("status")
+        if status in FINISHED:
+            if live:
+                out.write("\n")
+            reason = f" ({run['stop_reason']})" if run.get("stop_reason") else ""
+            print(f"run {run_id} {status}{reason}", file=out, flush=True)
+            return 1 if status == "failed" else 0
+        time.sleep(interval)
+
+
+@_calling
+def watch_command(client, args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        return fail(f"--interval must be > 0, got {args.interval}")
+    try:
+        return follow(client, args.id, interval=args.interval)
+    except KeyboardInterrupt:
+        print("\nstopped watching (the run goes on)")
+        return 0
+
+
+@_calling
+def best_command(client, args: argparse.Namespace) -> int:
+    response = client.best(args.id)
+    content_type = response.headers.get("content-type", "")
+    report: Optional[dict[str, Any]] = None
+    if content_type.startswith("application/json"):
+        payload = response.json()
+        source = payload.get("source", "")
+        report = payload.get("report")
+        summary = payload
+    else:
+        source = response.text
+        summary = {}
+        header = response.headers.get("x-marathon-report")
+        if header:
+            try:
+                report = json.loads(header)
+            except ValueError:
+                report = None
+    if not source:
+        return fail(f"run {args.id} returned an empty best kernel")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(source)
+    print(f"wrote the best kernel of run {args.id} to {args.output}")
+    details = report if isinstance(report, dict) else summary
+    status = details.get("status")
+    speedup = details.get("speedup", summary.get("speedup"))
+    kind = details.get("timing_kind", summary.get("timing_kind"))
+    if status or speedup is not None:
+        print(f"  judge status {status or '?'}  speedup {format_speedup(speedup, kind)}")
+    return 0
+
+
+@_calling
+def action_command(client, args: argparse.Namespace) -> int:
+    result = client.action(args.id, args.action)
+    past = {"pause": "paused", "resume": "resumed", "stop": "asked to stop"}[args.action]
+    status = result.get("status") if isinstance(result, dict) else None
+    print(f"run {args.id} {past}" + (f" (status {status})" if status else ""))
+    return 0
+
+
+@_calling
+def goal_command(client, args: argparse.Namespace) -> int:
+    goal: dict[str, Any] = {"target": args.target}
+    if args.objective:
+        goal["objective"] = args.objective
+    client.set_goal(args.id, goal)
+    print(f"run {args.id}: goal set to {_goal_text({'objective': args.objective or 'speedup', 'target': args.target})}")
+    return 0
+
+
+@_calling
+def hint_command(client, args: argparse.Namespace) -> int:
+    client.add_hint(args.id, args.text)
+    print(f"run {args.id}: hint added")
+    return 0

@@ -1,0 +1,512 @@
+"""The embedded stack behind ``marathon up``: one supervisor, several child processes.
+
+Children: the Temporal dev server (SQLite under the home directory), the API (uvicorn), the CPU
+worker, and one GPU worker per visible GPU (or one CPU-mode evaluation worker when there is none).
+Each child runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor,
+which then stops the children in order (workers, API, Temporal). Each child also gets
+``PR_SET_PDEATHSIG`` so it dies with the supervisor even when the supervisor is killed outright.
+A child that exits unexpectedly is restarted with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, TextIO
+
+import httpx
+
+from marathon.client import TOKEN_FILE_NAME
+
+log = logging.getLogger("marathon.up")
+
+STACK_FILE_NAME = "stack.json"
+LOCK_FILE_NAME = "up.lock"
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 30.0
+# A child that stayed up this long is healthy again: its next crash restarts it at once.
+STABLE_AFTER_S = 60.0
+READY_TIMEOUT_S = 120.0
+STOP_GRACE_S = {"temporal": 15.0, "api": 10.0}
+WORKER_STOP_GRACE_S = 20.0
+
+
+class StackError(Exception):
+    """The stack could not start; the message says what to do."""
+
+
+@dataclass
+class StackConfig:
+    home: Path
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    temporal_host: str = "127.0.0.1"
+    temporal_port: int = 7233
+    ui_port: int = 8233
+    gpus: str = "auto"
+    database_url: Optional[str] = None
+    namespace: str = "default"
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).expanduser().resolve()
+        if self.gpus not in ("auto", "none"):
+            raise ValueError(f"gpus must be 'auto' or 'none', got {self.gpus!r}")
+        ports = {"api": self.api_port, "temporal": self.temporal_port, "ui": self.ui_port}
+        for name, port in ports.items():
+            if not 1 <= port <= 65535:
+                raise ValueError(f"{name} port must be between 1 and 65535, got {port}")
+        if len(set(ports.values())) != len(ports):
+            raise ValueError(f"the API, Temporal and UI ports must differ, got {ports}")
+
+    @property
+    def api_url(self) -> str:
+        host = "127.0.0.1" if self.api_host in ("0.0.0.0", "::") else self.api_host
+        return f"http://{host}:{self.api_port}"
+
+    @property
+    def temporal_address(self) -> str:
+        return f"{self.temporal_host}:{self.temporal_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://{self.temporal_host}:{self.ui_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def database(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'marathon.db'}"
+
+
+@dataclass
+class ChildSpec:
+    """How to start one child: ``argv`` with extra ``env``; its output goes to ``logs/<name>.log``."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    stop_grace_s: float = 10.0
+
+
+def visible_gpus(mode: str) -> list[str]:
+    """The GPU ids a worker each: ``CUDA_VISIBLE_DEVICES`` when set, else what ``nvidia-smi`` lists."""
+    if mode == "none":
+        return []
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        value = os.environ["CUDA_VISIBLE_DEVICES"].strip()
+        return [part.strip() for part in value.split(",") if part.strip() and part.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listing = subprocess.run(
+            [smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if listing.returncode != 0:
+        return []
+    return [line.strip() for line in listing.stdout.splitlines() if line.strip().isdigit()]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGTERM it when the supervisor dies."""
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class Child:
+    """One supervised process and its restart bookkeeping."""
+
+    def __init__(self, spec: ChildSpec, log_dir: Path, base_env: dict[str, str]):
+        self.spec = spec
+        self.log_path = log_dir / f"{spec.name}.log"
+        self.env = {**base_env, **spec.env}
+        self.process: Optional[subprocess.Popen] = None
+        self.started_at = 0.0
+        self.restarts = 0
+        self.backoff_s = BACKOFF_FIRST_S
+        self.restart_at: Optional[float] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log_file:
+            log_file.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(self.spec.argv)}\n".encode())
+            log_file.flush()
+            self.process = subprocess.Popen(
+                self.spec.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        self.started_at = time.monotonic()
+        self.restart_at = None
+
+    def exited(self) -> Optional[int]:
+        """The exit code if the process has ended, else None."""
+        if self.process is None:
+            return None
+        return self.process.poll()
+
+    def schedule_restart(self, now: float) -> float:
+        """Pick when to restart after an unexpected exit; returns the delay."""
+        if now - self.started_at >= STABLE_AFTER_S:
+            self.backoff_s = BACKOFF_FIRST_S
+        delay = self.backoff_s
+        self.backoff_s = min(self.backoff_s * 2, BACKOFF_MAX_S)
+        self.restart_at = now + delay
+        return delay
+
+    def signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(self) -> Optional[int]:
+        """SIGTERM the child's process group, wait its grace period, then SIGKILL it."""
+        if self.process is None:
+            return None
+        self.signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=self.spec.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop within %.0f s: killing it", self.spec.name, self.spec.stop_grace_s)
+            self.signal(signal.SIGKILL)
+            return self.process.wait()
+
+
+def temporal_spec(config: StackConfig) -> ChildSpec:
+    """The Temporal dev server child, persisted to ``<home>/temporal.db``."""
+    from marathon import temporal_server
+
+    argv = temporal_server.dev_server_command(
+        db_path=config.home / "temporal.db",
+        port=config.temporal_port,
+        ui_port=config.ui_port,
+        ip=config.temporal_host,
+        namespace=config.namespace,
+    )
+    return ChildSpec("temporal", argv, stop_grace_s=STOP_GRACE_S["temporal"])
+
+
+def api_spec(config: StackConfig) -> ChildSpec:
+    argv = [
+        sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
+        "--host", config.api_host, "--port", str(config.api_port), "--log-level", "info",
+    ]
+    return ChildSpec("api", argv, stop_grace_s=STOP_GRACE_S["api"])
+
+
+def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
+    marathon = [sys.executable, "-m", "marathon.cli", "worker"]
+    specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S)]
+    if gpus:
+        for gpu in gpus:
+            specs.append(
+                ChildSpec(
+                    f"worker-gpu{gpu}",
+                    [*marathon, "gpu", "--device", "cuda"],
+                    env={"CUDA_VISIBLE_DEVICES": gpu},
+                    stop_grace_s=WORKER_STOP_GRACE_S,
+                )
+            )
+    else:
+        specs.append(
+            ChildSpec(
+                "worker-eval-cpu",
+                [*marathon, "gpu", "--device", "cpu"],
+                env={"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"},
+                stop_grace_s=WORKER_STOP_GRACE_S,
+            )
+        )
+    return specs
+
+
+def child_env(config: StackConfig) -> dict[str, str]:
+    """What every child reads its settings from, so all of them agree on where things are."""
+    env = dict(os.environ)
+    env.pop("MARATHON_API_TOKEN", None)
+    env.update(
+        {
+            "MARATHON_HOME": str(config.home),
+            "MARATHON_API_HOST": config.api_host,
+            "MARATHON_API_PORT": str(config.api_port),
+            "MARATHON_TEMPORAL_ADDRESS": config.temporal_address,
+            "MARATHON_TEMPORAL_NAMESPACE": config.namespace,
+            "MARATHON_TEMPORAL_UI_URL": config.ui_url,
+            "MARATHON_DATABASE_URL": config.database,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def ensure_token(config: StackConfig) -> Optional[str]:
+    """Make sure ``<home>/api-token`` holds a token the store accepts.
+
+    Returns the plaintext when a new token was created (to be shown once), None when the file
+    already held a valid one. The file is created with mode 0600 before the token is written.
+    """
+    from store.db import session_scope
+    from store.repository import create_token, verify_token
+
+    path = config.home / TOKEN_FILE_NAME
+    if path.exists():
+        existing = path.read_text().strip()
+        with session_scope(config.database) as session:
+            if existing and verify_token(session, existing):
+                os.chmod(path, 0o600)
+                return None
+        log.warning("the token in %s is not in the store (a new database?): creating a new one", path)
+    with session_scope(config.database) as session:
+        token = create_token(session, name="local user (marathon up)")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+def migrate(config: StackConfig) -> None:
+    from store.db import dispose_engine, upgrade
+
+    upgrade(config.database)
+    dispose_engine(config.database)
+
+
+class DevStack:
+    """Starts the children, restarts the ones that die, and stops them all on SIGINT/SIGTERM."""
+
+    def __init__(self, config: StackConfig, out: TextIO = sys.stdout):
+        self.config = config
+        self.out = out
+        self.children: list[Child] = []
+        self.stopping = threading.Event()
+        self._lock_handle: Optional[TextIO] = None
+
+    def _handle_signal(self, signum, _frame) -> None:
+        if not self.stopping.is_set():
+            log.info("received %s: stopping", signal.Signals(signum).name)
+        self.stopping.set()
+
+    def _acquire_home(self) -> None:
+        handle = open(self.config.home / LOCK_FILE_NAME, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise StackError(
+                f"another `marathon up` (pid {holder}) is already running on {self.config.home}: "
+                "stop it first, or pass --home for a separate stack"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_handle = handle
+
+    def _check_ports(self) -> None:
+        wanted = [
+            ("--api-port", self.config.api_host, self.config.api_port),
+            ("--temporal-port", self.config.temporal_host, self.config.temporal_port),
+            ("--ui-port", self.config.temporal_host, self.config.ui_port),
+        ]
+        for flag, host, port in wanted:
+            if not port_is_free(host, port):
+                raise StackError(f"port {port} on {host} is already in use: pass {flag} with a free port")
+
+    def _setup_logging(self) -> None:
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(self.config.log_dir / "up.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter("marathon up: %(message)s"))
+        log.handlers[:] = [handler, console]
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+    def _spawn(self, spec: ChildSpec, env: dict[str, str]) -> Child:
+        child = Child(spec, self.config.log_dir, env)
+        child.start()
+        log.info("started %s (pid %d), log %s", spec.name, child.pid, child.log_path)
+        self.children.append(child)
+        return child
+
+    def _wait_until(self, what: str, ready: Callable[[], bool], child: Child) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.stopping.is_set():
+                raise StackError(f"interrupted while waiting for {what}")
+            if ready():
+                return
+            code = child.exited()
+            if code is not None:
+                raise StackError(f"{what} exited with code {code} while starting: see {child.log_path}")
+            time.sleep(0.2)
+        raise StackError(f"{what} was not ready after {READY_TIMEOUT_S:.0f} s: see {child.log_path}")
+
+    def _api_healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.config.api_url}/healthz", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start(self) -> Optional[str]:
+        """Bring everything up; returns a newly created token (or None if the old one is kept)."""
+        config = self.config
+        self._setup_logging()
+        self._acquire_home()
+        self._check_ports()
+        env = child_env(config)
+        temporal = self._spawn(temporal_spec(config), env)
+        self._wait_until(
+            "the Temporal dev server", lambda: port_accepts(config.temporal_host, config.temporal_port), temporal
+        )
+        log.info("running store migrations on %s", _redact(config.database))
+        migrate(config)
+        token = ensure_token(config)
+        api = self._spawn(api_spec(config), env)
+        self._wait_until("the API", self._api_healthy, api)
+        self.gpus = visible_gpus(config.gpus)
+        for spec in worker_specs(config, self.gpus):
+            self._spawn(spec, env)
+        self._write_stack_file()
+        return token
+
+    def _write_stack_file(self) -> None:
+        info = {
+            "pid": os.getpid(),
+            "api_url": self.config.api_url,
+            "temporal_address": self.config.temporal_address,
+            "temporal_ui_url": self.config.ui_url,
+            "namespace": self.config.namespace,
+            "children": {child.spec.name: child.pid for child in self.children},
+        }
+        path = self.config.home / STACK_FILE_NAME
+        path.write_text(json.dumps(info, indent=2) + "\n")
+
+    def banner(self, token: Optional[str]) -> str:
+        c = self.config
+        workers = ", ".join(child.spec.name for child in self.children if child.spec.name.startswith("worker"))
+        mode = f"{len(self.gpus)} GPU(s)" if self.gpus else "no GPU: CPU mode, Triton interpreter timings"
+        token_file = c.home / TOKEN_FILE_NAME
+        if token:
+            token_line = f"  API token    {token}\n               (shown once; saved to {token_file}, mode 0600)"
+        else:
+            token_line = f"  API token    in {token_file} (created on first start)"
+        return "\n".join(
+            [
+                f"Marathon is up (home {c.home})",
+                f"  API          {c.api_url}   (OpenAPI docs: {c.api_url}/docs)",
+                f"  Temporal UI  {c.ui_url}/namespaces/{c.namespace}/workflows",
+                f"  Temporal     {c.temporal_address}   (state in {c.home / 'temporal.db'})",
+                f"  Run page     {c.api_url}/runs/<run id>/page",
+                f"  Workers      {workers}   ({mode})",
+                f"  Logs         {c.log_dir}/",
+                token_line,
+                "Press Ctrl-C to stop.",
+            ]
+        )
+
+    def supervise(self) -> None:
+        """Restart children that exit until asked to stop."""
+        while not self.stopping.wait(0.5):
+            now = time.monotonic()
+            for child in self.children:
+                if child.restart_at is not None:
+                    if now >= child.restart_at:
+                        child.restarts += 1
+                        child.start()
+                        log.info("restarted %s (pid %d, restart %d)", child.spec.name, child.pid, child.restarts)
+                        self._write_stack_file()
+                    continue
+                code = child.exited()
+                if code is not None:
+                    delay = child.schedule_restart(now)
+                    log.warning(
+                        "%s (pid %d) exited with code %d: restarting in %.0f s (see %s)",
+                        child.spec.name, child.pid, code, delay, child.log_path,
+                    )
+
+    def stop(self) -> None:
+        """Workers first (they may hold tasks), then the API, then Temporal."""
+        for child in reversed(self.children):
+            if child.process is None or child.exited() is not None:
+                continue
+            code = child.stop()
+            log.info("stopped %s (pid %d, exit code %s)", child.spec.name, child.pid, code)
+        if self._lock_handle is not None:
+            (self.config.home / STACK_FILE_NAME).unlink(missing_ok=True)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    def run(self) -> int:
+        previous = {sig: signal.signal(sig, self._handle_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            try:
+                token = self.start()
+            except StackError as error:
+                log.error("%s", error)
+                return 1
+            print(self.banner(token), file=self.out, flush=True)
+            self.supervise()
+            return 0
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _redact(url: str) -> str:
+    """A database URL without its password, for logs."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url.split("@")[-1]
