@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 FINISHED = ("completed", "stopped", "failed")
+LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
 
 def _common() -> argparse.ArgumentParser:
@@ -179,7 +180,7 @@ def run_command(client, args: argparse.Namespace) -> int:
     run = client.create_run(run_body(args))
     run_id = run["id"]
     print(f"started run {run_id} ({args.problem})")
-    for label, key in (("run page", "run_page_url"), ("Temporal UI", "temporal_ui_url")):
+    for label, key in LINKS:
         if run.get(key):
             print(f"  {label:12} {run[key]}")
     if not args.wait:
@@ -234,10 +235,19 @@ def describe_run(run: dict[str, Any]) -> list[str]:
         lines.append("  budget used  " + ", ".join(f"{key} {value:g}" if isinstance(value, (int, float)) else f"{key} {value}" for key, value in used.items()))
     if run.get("stop_reason"):
         lines.append(f"  stop reason  {run['stop_reason']}")
-    for label, key in (("run page", "run_page_url"), ("Temporal UI", "temporal_ui_url")):
+    for label, key in LINKS:
         if run.get(key):
             lines.append(f"  {label:12} {run[key]}")
     return lines
+
+
+def best_attempt(run: dict[str, Any], attempts: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """The attempt that holds the run's best kernel, if it is among ``attempts``."""
+    for attempt in attempts:
+        if run.get("best_attempt_id") is not None and attempt.get("id") == run["best_attempt_id"]:
+            return attempt
+    best = [attempt for attempt in attempts if attempt.get("is_best")]
+    return best[-1] if best else None
 
 
 @_calling
@@ -246,15 +256,23 @@ def show_command(client, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(run, indent=2, sort_keys=True))
         return 0
-    print("\n".join(describe_run(run)))
     attempts = client.list_attempts(args.id, limit=1000)
     data = attempts.get("data", [])
+    best = best_attempt(run, data)
+    if best is not None:
+        run = {**run, "timing_kind": best.get("timing_kind")}
+    print("\n".join(describe_run(run)))
     if data:
         statuses: dict[str, int] = {}
         for attempt in data:
             statuses[attempt.get("status", "?")] = statuses.get(attempt.get("status", "?"), 0) + 1
         summary = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
         print(f"  attempts     {attempts.get('count', len(data))} ({summary})")
+    if best is not None:
+        print(
+            f"  best kernel  iteration {best.get('iteration')}, candidate {best.get('index')}: "
+            f"judge status {best.get('status')}, {best.get('strategy') or 'no strategy noted'}"
+        )
     return 0
 
 
@@ -342,10 +360,9 @@ def best_command(client, args: argparse.Namespace) -> int:
 
 @_calling
 def action_command(client, args: argparse.Namespace) -> int:
-    result = client.action(args.id, args.action)
-    past = {"pause": "paused", "resume": "resumed", "stop": "asked to stop"}[args.action]
-    status = result.get("status") if isinstance(result, dict) else None
-    print(f"run {args.id} {past}" + (f" (status {status})" if status else ""))
+    client.action(args.id, args.action)
+    past = {"pause": "asked to pause", "resume": "asked to resume", "stop": "asked to stop"}[args.action]
+    print(f"run {args.id} {past}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``marathon up``: the embedded stack on one machine (Temporal dev server, API, workers)."""
+"""Commands that set up a stack: ``marathon up`` (the embedded stack on one machine: Temporal dev
+server, API, workers), ``marathon migrate`` (store schema) and ``marathon token`` (an API token)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def register(subparsers) -> None:
     )
     parser.set_defaults(handler=up)
 
+    migrate = subparsers.add_parser(
+        "migrate", help="bring the store's schema up to date (DATABASE_URL, else SQLite under the home)"
+    )
+    migrate.set_defaults(handler=migrate_command)
+
+    token = subparsers.add_parser(
+        "token", help="create an API token in the store and print it once (for deployments; `up` makes its own)"
+    )
+    token.add_argument("--name", required=True, help="who or what the token is for")
+    token.set_defaults(handler=token_command)
+
 
 def up(args: argparse.Namespace) -> int:
     from marathon.devstack import DevStack, StackConfig
@@ -53,3 +65,22 @@ def up(args: argparse.Namespace) -> int:
         print(f"marathon up: {error}", file=sys.stderr)
         return 2
     return DevStack(config).run()
+
+
+def migrate_command(args: argparse.Namespace) -> int:
+    from marathon.settings import get_settings
+    from store.db import upgrade
+
+    upgrade(get_settings().resolved_database_url)
+    print("the store's schema is up to date")
+    return 0
+
+
+def token_command(args: argparse.Namespace) -> int:
+    from store.db import session_scope
+    from store.repository import create_token
+
+    with session_scope() as session:
+        token = create_token(session, name=args.name)
+    print(token)
+    return 0
