@@ -1,0 +1,90 @@
+"""The cluster deployment cannot run here (no Docker engine), so its files are checked statically:
+the YAML parses, every Marathon service runs a command the ``marathon`` CLI really has, GPU
+workers reserve NVIDIA devices, nothing is published beyond localhost, and the search attributes
+registered in the cluster are the ones the workflow upserts."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+from marathon.cli import build_parser
+from workflows.search_attributes import SEARCH_ATTRIBUTES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def marathon_services(compose):
+    return {name: service for name, service in compose["services"].items() if service.get("image", "").startswith("marathon:")}
+
+
+def test_compose_has_temporal_on_postgres_ui_api_and_workers(compose):
+    services = compose["services"]
+    assert services["temporal"]["image"].startswith("temporalio/server:")
+    assert services["temporal"]["environment"]["DB"] == "postgres12"
+    assert services["temporal-schema"]["image"].startswith("temporalio/admin-tools:")
+    assert services["temporal-ui"]["image"].startswith("temporalio/ui:")
+    assert services["postgresql"]["image"].startswith("postgres:")
+    assert {"api", "worker-cpu", "worker-gpu-0"} <= set(services)
+
+
+def test_every_marathon_command_exists_in_the_cli(compose):
+    parser = build_parser()
+    checked = 0
+    for name, service in marathon_services(compose).items():
+        command = service["command"]
+        if command[0] == "marathon":
+            args = parser.parse_args(command[1:])
+            assert callable(args.handler), name
+            checked += 1
+        else:
+            assert command[:2] == ["uvicorn", "api.main:create_app"], name
+    assert checked >= 3
+
+
+def test_gpu_workers_reserve_one_nvidia_gpu_each(compose):
+    gpu_workers = {name: service for name, service in compose["services"].items() if name.startswith("worker-gpu")}
+    assert gpu_workers
+    seen = set()
+    for name, service in gpu_workers.items():
+        assert service["command"] == ["marathon", "worker", "gpu"], name
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"], name
+        (device_id,) = device["device_ids"]
+        seen.add(device_id)
+        assert service["environment"]["CUDA_VISIBLE_DEVICES"] == "0", name
+        assert service["stop_grace_period"], name
+    assert len(seen) == len(gpu_workers)
+
+
+def test_ports_are_published_on_localhost_only(compose):
+    published = [
+        (name, port) for name, service in compose["services"].items() for port in service.get("ports", [])
+    ]
+    assert published
+    for name, port in published:
+        assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond localhost"
+
+
+def test_cluster_registers_the_workflow_search_attributes():
+    script = (REPO / "deploy/temporal/register.sh").read_text()
+    (loop,) = re.findall(r"for pair in ([^;]+);", script)
+    registered = dict(pair.split("=") for pair in shlex.split(loop))
+    assert registered == SEARCH_ATTRIBUTES
+
+
+def test_mounted_deploy_files_exist(compose):
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (REPO / source).exists(), f"{name} mounts missing {source}"
+    assert (REPO / compose["services"]["api"]["build"]["dockerfile"]).exists()
