@@ -361,6 +361,8 @@ class DevStack:
                 raise StackError(f"port {port} on {host} is already in use: pass {flag} with a free port")
 
     def _setup_logging(self) -> None:
+        # The home holds the API token: keep it private when we create it.
+        self.config.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.config.log_dir.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(self.config.log_dir / "up.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
