@@ -155,6 +155,9 @@ class Notebook:
     profiler_findings: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     compactions: int = 0
+    # Aggregates of every compacted entry (status counts, per-strategy tries/best/failures),
+    # so the lessons can be re-derived at a bounded size however long the run gets.
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,6 +241,34 @@ class RecordResult:
 
 
 @dataclass
+class RunProgressInput:
+    """The run row's state in the store. On a run's first segment ``create`` carries what is
+    needed to insert the row when the run was started without the API."""
+
+    run_id: str
+    status: str
+    iteration: int = 0
+    best_speedup: Optional[float] = None
+    stop_reason: Optional[str] = None
+    goal: Optional[Goal] = None
+    create: Optional["RunCreateInfo"] = None
+
+
+@dataclass
+class RunCreateInfo:
+    problem: str
+    budget: Budget
+    proposer: ProposerConfig
+    candidates_per_iteration: int
+    workflow_id: str
+
+
+@dataclass
+class RunProgressResult:
+    created: bool = False
+
+
+@dataclass
 class CompactInput:
     run_id: str
     goal: Goal
@@ -268,6 +299,7 @@ class RunState:
     stop_requested: bool = False
     last_feedback: list[str] = field(default_factory=list)
     seed_sha: Optional[str] = None
+    pause_reason: str = ""
 
 
 @dataclass
@@ -283,6 +315,13 @@ class OptimizeInput:
     continue_as_new_every: int = 100
     notebook_limit: int = 40
     state: Optional[RunState] = None
+    # Full name of the evaluation task queue; None means "marathon-gpu-<gpu_arch>".
+    evaluate_task_queue: Optional[str] = None
+    # How long an evaluation may wait for a worker to pick it up before the run pauses itself
+    # (a missing GPU pool), in seconds.
+    gpu_wait_s: float = 1800.0
+    evaluate_timeout_s: float = 900.0
+    confirm_champions: bool = True
 
 
 @dataclass
@@ -311,3 +350,5 @@ class RunStatus:
     budget_used: dict[str, float] = field(default_factory=dict)
     stop_reason: str = ""
     segment: int = 0
+    message: str = ""
+    hints: int = 0

@@ -1,0 +1,147 @@
+"""Activity "evaluate": one candidate through the judge, on the worker's device.
+
+The judge spawns its own sandboxed subprocess; this activity waits for it in a thread and
+heartbeats meanwhile, so the server notices a dead worker and can deliver a cancellation. On
+cancellation the judge's ``cancel`` event is set (it kills its child) before the activity gives
+up. Deterministic failures (compile_error, incorrect, forbidden, ...) are results, not
+exceptions: retrying them would only burn GPU time. Only bad input (an unknown artifact or
+problem) raises, non-retryably; anything unexpected raises and is retried by Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any, Optional
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from workflows.types import JUDGE_STATUSES, EvaluateInput, EvaluateResult
+
+HEARTBEAT_EVERY_S = 5.0
+# How long a cancelled evaluation waits for the judge to kill its child and return.
+CANCEL_GRACE_S = 30.0
+MESSAGE_LIMIT = 4000
+PROFILE_LIMIT = 12
+
+
+def resolve_device(requested: str, worker_device: Optional[str]) -> str:
+    """"auto" means the worker's device, else cuda when torch sees one, else cpu."""
+    if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
+        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {requested!r}")
+    if requested != "auto":
+        return requested
+    if worker_device:
+        return worker_device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """A few scalar profile figures from a judge report's ``profile`` section (registers,
+    spills, shared memory, ...): enough for the notebook, small enough for the history."""
+    profile = report.get("profile") or {}
+    figures: dict[str, Any] = {}
+    if isinstance(profile, dict):
+        for key in sorted(profile):
+            value = profile[key]
+            if isinstance(value, (int, float, bool)) or (isinstance(value, str) and len(value) <= 80):
+                figures[key] = value
+            if len(figures) >= PROFILE_LIMIT:
+                break
+    return figures
+
+
+def _device_name(device: Any) -> str:
+    if isinstance(device, dict):
+        return str(device.get("name") or device.get("gpu") or device.get("device") or "")[:200]
+    return str(device or "")[:200]
+
+
+class Evaluator:
+    """The evaluation activity, bound to a store and to this worker's device."""
+
+    def __init__(self, database_url: Optional[str] = None, device: Optional[str] = None) -> None:
+        self.database_url = database_url
+        self.device = device
+
+    @activity.defn(name="evaluate")
+    async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
+        try:
+            device = resolve_device(input.device, self.device)
+        except ValueError as error:
+            raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
+        source = await asyncio.to_thread(self._load_source, input.source_sha)
+        cancel = threading.Event()
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, self._judge, source, input, device, cancel)
+        try:
+            while True:
+                try:
+                    report = await asyncio.wait_for(asyncio.shield(future), timeout=HEARTBEAT_EVERY_S)
+                    break
+                except asyncio.TimeoutError:
+                    activity.heartbeat({"phase": "judging", "elapsed_s": round(time.monotonic() - started, 1)})
+        except asyncio.CancelledError:
+            cancel.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(future), timeout=CANCEL_GRACE_S)
+            except BaseException:
+                pass
+            raise
+        duration = time.monotonic() - started
+        return await asyncio.to_thread(self._result, report, duration)
+
+    def _load_source(self, sha: str) -> str:
+        from store.artifacts import get_text
+        from store.db import session_scope
+
+        try:
+            with session_scope(self.database_url) as session:
+                return get_text(session, sha)
+        except KeyError as error:
+            raise ApplicationError(
+                f"candidate source {sha} is not in the artifact store", type="BadInput", non_retryable=True
+            ) from error
+
+    @staticmethod
+    def _judge(source: str, input: EvaluateInput, device: str, cancel: threading.Event):
+        from kernels.judge import judge
+
+        try:
+            return judge(
+                source,
+                input.problem,
+                device=device,
+                confirm=input.confirm,
+                timeout_s=input.timeout_s,
+                cancel=cancel,
+            )
+        except ValueError as error:
+            raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
+
+    def _result(self, report: Any, duration: float) -> EvaluateResult:
+        from store.artifacts import put_text
+        from store.db import session_scope
+
+        data = report.to_dict()
+        with session_scope(self.database_url) as session:
+            report_sha = put_text(session, json.dumps(data, sort_keys=True, default=str))
+        status = report.status if report.status in JUDGE_STATUSES else "crashed"
+        gpu_seconds = getattr(report, "duration_s", None)
+        return EvaluateResult(
+            status=status,
+            message=(report.message or "")[:MESSAGE_LIMIT],
+            speedup=report.speedup,
+            roofline=report.roofline,
+            timing_kind=report.timing_kind or "",
+            gpu_seconds=float(gpu_seconds if gpu_seconds is not None else duration),
+            report_sha=report_sha,
+            device=_device_name(getattr(report, "device", None)),
+            profile=profile_figures(data),
+        )

@@ -1,0 +1,108 @@
+"""Activities "record" and "record_run": the loop's attempts and progress, written to the store.
+
+An attempt is keyed by (run_id, iteration, index): a retried activity finds the row already
+there and writes nothing twice. The store is synchronous SQLAlchemy, so each write runs in a
+thread and the worker's event loop keeps serving other activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Optional
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from workflows.types import RecordInput, RecordResult, RunProgressInput, RunProgressResult
+
+RUN_STATUSES_IN_STORE = ("running", "paused", "completed", "stopped", "failed")
+
+
+class Recorder:
+    """The store-writing activities, bound to one database (None: the settings' database)."""
+
+    def __init__(self, database_url: Optional[str] = None) -> None:
+        self.database_url = database_url
+
+    @activity.defn(name="record")
+    async def record(self, input: RecordInput) -> RecordResult:
+        if input.iteration < 0 or input.index < 0:
+            raise ApplicationError(
+                f"iteration and index must be >= 0, got {input.iteration} and {input.index}",
+                type="BadInput",
+                non_retryable=True,
+            )
+        return await asyncio.to_thread(self._record, input)
+
+    def _record(self, input: RecordInput) -> RecordResult:
+        from store.db import session_scope
+        from store.repository import record_attempt
+
+        result, candidate = input.result, input.candidate
+        try:
+            with session_scope(self.database_url) as session:
+                attempt, created = record_attempt(
+                    session,
+                    run_id=input.run_id,
+                    iteration=input.iteration,
+                    index=input.index,
+                    strategy=candidate.strategy,
+                    knobs=candidate.knobs,
+                    source_sha=candidate.source_sha,
+                    status=result.status,
+                    message=result.message,
+                    speedup=result.speedup,
+                    roofline=result.roofline,
+                    timing_kind=result.timing_kind,
+                    report_sha=result.report_sha,
+                    is_best=input.is_best,
+                    gpu_seconds=result.gpu_seconds,
+                )
+                return RecordResult(attempt_id=attempt.id, created=created)
+        except KeyError as error:
+            raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
+
+    @activity.defn(name="record_run")
+    async def record_run(self, input: RunProgressInput) -> RunProgressResult:
+        if input.status not in RUN_STATUSES_IN_STORE:
+            raise ApplicationError(
+                f"run status must be one of {', '.join(RUN_STATUSES_IN_STORE)}, got {input.status!r}",
+                type="BadInput",
+                non_retryable=True,
+            )
+        return await asyncio.to_thread(self._record_run, input)
+
+    def _record_run(self, input: RunProgressInput) -> RunProgressResult:
+        from store.db import session_scope
+        from store.repository import create_run, get_run, update_run
+
+        created = False
+        with session_scope(self.database_url) as session:
+            if get_run(session, input.run_id) is None:
+                if input.create is None:
+                    raise ApplicationError(
+                        f"run {input.run_id} is not in the store", type="BadInput", non_retryable=True
+                    )
+                info = input.create
+                create_run(
+                    session,
+                    run_id=input.run_id,
+                    problem=info.problem,
+                    goal=dataclasses.asdict(input.goal) if input.goal else {},
+                    budget=info.budget,
+                    proposer=info.proposer,
+                    candidates_per_iteration=info.candidates_per_iteration,
+                    workflow_id=info.workflow_id,
+                )
+                created = True
+            update_run(
+                session,
+                input.run_id,
+                status=input.status,
+                iteration=input.iteration,
+                best_speedup=input.best_speedup,
+                stop_reason=input.stop_reason,
+                goal=input.goal,
+            )
+        return RunProgressResult(created=created)

@@ -1,0 +1,130 @@
+"""The two kinds of worker, buildable in-process (tests, ``marathon up``, the soak benchmark)
+or run as processes (``marathon worker cpu|gpu``).
+
+- CPU worker: the workflow plus the activities that need no GPU (propose, compact, record).
+- GPU worker: only "evaluate", one at a time (clean timings), on a task queue named after the
+  GPU architecture (``marathon-gpu-sm90``), or ``marathon-gpu-cpu`` in CPU mode, so a kernel
+  is timed on the hardware the run asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any, Callable, Optional, Sequence
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from marathon.settings import Settings
+from workflows.optimize import OptimizeKernelWorkflow
+
+# Long enough for one evaluation to finish when a GPU worker is asked to stop.
+GPU_GRACEFUL_SHUTDOWN = timedelta(minutes=20)
+CPU_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+# Our workflow-side modules are pure and deterministic: import them once, not per run.
+PASSTHROUGH_MODULES = ("workflows.types", "workflows.notebook", "workflows.search_attributes")
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+def gpu_arch(device: str) -> str:
+    """``"cpu"`` for CPU mode, else ``sm<major><minor>`` of the first visible GPU (after
+    ``CUDA_VISIBLE_DEVICES``), e.g. ``sm90`` on Hopper."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device {device!r} asked for but torch sees no CUDA GPU "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})"
+        )
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"sm{major}{minor}"
+
+
+def gpu_task_queue(settings: Settings, device: str) -> str:
+    return f"{settings.gpu_task_queue_prefix}{gpu_arch(device)}"
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def propose_activities(settings: Settings) -> list[Callable[..., Any]]:
+    """The proposer activity (activity name "propose") from ``activities.propose``."""
+    from activities import propose
+
+    factory = getattr(propose, "build_activities", None)
+    if factory is not None:
+        return list(factory(settings))
+    return [propose.propose]
+
+
+def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
+    from activities.compact import Compactor
+    from activities.record import Recorder
+
+    url = database_url or settings.resolved_database_url
+    recorder = Recorder(url)
+    return [*propose_activities(settings), Compactor(settings).compact, recorder.record, recorder.record_run]
+
+
+def build_cpu_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    task_queue: Optional[str] = None,
+    database_url: Optional[str] = None,
+    activities: Optional[Sequence[Callable[..., Any]]] = None,
+    **worker_options: Any,
+) -> Worker:
+    """The workflow worker on ``task_queue`` (default: the settings' CPU queue). ``activities``
+    replaces the real ones (tests register fakes under the same names)."""
+    return Worker(
+        client,
+        task_queue=task_queue or settings.cpu_task_queue,
+        workflows=[OptimizeKernelWorkflow],
+        activities=list(activities) if activities is not None else cpu_activities(settings, database_url),
+        workflow_runner=workflow_runner(),
+        graceful_shutdown_timeout=CPU_GRACEFUL_SHUTDOWN,
+        **worker_options,
+    )
+
+
+def build_gpu_worker(
+    client: Client,
+    settings: Settings,
+    device: Optional[str] = None,
+    *,
+    task_queue: Optional[str] = None,
+    database_url: Optional[str] = None,
+    activities: Optional[Sequence[Callable[..., Any]]] = None,
+    **worker_options: Any,
+) -> Worker:
+    """The evaluation worker: one activity at a time, on the queue of this device's
+    architecture (``task_queue`` overrides it)."""
+    if activities is None:
+        from activities.evaluate import Evaluator
+
+        device = device or default_device()
+        activities = [Evaluator(database_url or settings.resolved_database_url, device=device).evaluate]
+    if task_queue is None:
+        task_queue = gpu_task_queue(settings, device or default_device())
+    return Worker(
+        client,
+        task_queue=task_queue,
+        activities=list(activities),
+        max_concurrent_activities=1,
+        graceful_shutdown_timeout=GPU_GRACEFUL_SHUTDOWN,
+        **worker_options,
+    )

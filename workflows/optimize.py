@@ -1,0 +1,494 @@
+"""``OptimizeKernelWorkflow``: one durable optimization run.
+
+Each iteration proposes K candidates (activity "propose", CPU queue), evaluates them in
+parallel (activity "evaluate", the GPU queue of the requested architecture), confirms a new
+champion with a second, paired timing, records every attempt (activity "record"), updates the
+best, the notebook and what the Web UI shows, and compacts the notebook when it grows
+(activity "compact"). The run stops on the goal, a budget, a plateau or the user's stop, and
+continues as new whenever the history grows, carrying its ``RunState``.
+
+Activities are called by name: nothing heavy (torch, triton, the store) is reachable from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+from typing import Optional
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError as TemporalTimeoutError, TimeoutType
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import notebook as nb
+    from workflows import search_attributes as sa
+    from workflows.types import (
+        BestKernel,
+        Candidate,
+        CompactInput,
+        CompactResult,
+        EvaluateInput,
+        EvaluateResult,
+        Goal,
+        OptimizeInput,
+        OptimizeResult,
+        ProposeInput,
+        ProposeResult,
+        RecordInput,
+        RecordResult,
+        RunCreateInfo,
+        RunProgressInput,
+        RunProgressResult,
+        RunState,
+        RunStatus,
+    )
+
+BAD_INPUT_ERRORS = ["BadInput", "ValueError", "KeyError", "TypeError"]
+
+PROPOSE_TIMEOUT = timedelta(minutes=15)
+PROPOSE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    maximum_interval=timedelta(minutes=2),
+    maximum_attempts=6,
+    non_retryable_error_types=BAD_INPUT_ERRORS,
+)
+EVALUATE_HEARTBEAT = timedelta(seconds=60)
+EVALUATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=3,
+    non_retryable_error_types=BAD_INPUT_ERRORS,
+)
+STORE_TIMEOUT = timedelta(seconds=60)
+# The store may be down for a while (a database restart): keep trying rather than lose attempts.
+STORE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=60),
+    non_retryable_error_types=BAD_INPUT_ERRORS,
+)
+COMPACT_TIMEOUT = timedelta(minutes=5)
+COMPACT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=BAD_INPUT_ERRORS)
+
+
+def _no_worker(error: BaseException) -> bool:
+    """True for an activity nobody picked up in time: the GPU pool is missing."""
+    cause = getattr(error, "cause", None)
+    return (
+        isinstance(error, ActivityError)
+        and isinstance(cause, TemporalTimeoutError)
+        and cause.type == TimeoutType.SCHEDULE_TO_START
+    )
+
+
+def _failure_message(error: BaseException) -> str:
+    parts = []
+    current: Optional[BaseException] = error
+    while current is not None and len(parts) < 4:
+        parts.append(str(current) or type(current).__name__)
+        current = getattr(current, "cause", None)
+    return ": ".join(parts)
+
+
+@workflow.defn
+class OptimizeKernelWorkflow:
+    @workflow.init
+    def __init__(self, input: OptimizeInput) -> None:
+        self._input = input
+        self._state = input.state if input.state is not None else RunState()
+        self._phase = "starting"
+        self._status = "paused" if self._state.paused else "running"
+        self._stop_reason = ""
+        self._store_dirty = False
+        self._last_statuses: list[str] = []
+
+    # ---- steering -----------------------------------------------------------------------
+
+    @workflow.signal
+    def pause(self) -> None:
+        if not self._state.paused:
+            self._state.paused = True
+            self._state.pause_reason = "paused by user"
+            self._store_dirty = True
+
+    @workflow.signal
+    def resume(self) -> None:
+        if self._state.paused:
+            self._state.paused = False
+            self._state.pause_reason = ""
+            self._store_dirty = True
+
+    @workflow.signal
+    def stop(self) -> None:
+        self._state.stop_requested = True
+
+    @workflow.signal
+    def add_hint(self, text: str) -> None:
+        if nb.add_hint(self._state.notebook, text):
+            workflow.logger.info("hint added: %s", text[:80])
+
+    @workflow.update
+    def set_goal(self, goal: Goal) -> RunStatus:
+        self._input.goal = goal
+        self._store_dirty = True
+        workflow.upsert_search_attributes([sa.GOAL.value_set(sa.keyword(goal.describe()))])
+        nb.add_hint(self._state.notebook, f"The goal changed to {goal.describe()}.")
+        return self.status()
+
+    @set_goal.validator
+    def _validate_goal(self, goal: Goal) -> None:
+        problems = goal.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @workflow.query
+    def status(self) -> RunStatus:
+        state, goal = self._state, self._input.goal
+        hours = nb.hours_since(state.started_at, workflow.now())
+        return RunStatus(
+            run_id=self._input.run_id,
+            problem=self._input.problem,
+            status=self._status,
+            phase=self._phase,
+            iteration=state.iteration,
+            goal=goal,
+            best_speedup=state.best.speedup if state.best else None,
+            best_roofline=state.best.roofline if state.best else None,
+            distance=goal.distance(nb.best_value(goal, state.best)),
+            budget=self._input.budget,
+            budget_used=nb.budget_used(state, hours),
+            stop_reason=self._stop_reason,
+            segment=state.segment,
+            message=state.pause_reason,
+            hints=len(state.notebook.hints),
+        )
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: OptimizeInput) -> OptimizeResult:
+        state = self._state
+        state.segment += 1
+        first_segment = state.started_at is None
+        if first_segment:
+            state.started_at = workflow.now().isoformat()
+        self._publish()
+        await self._sync_store(create=first_segment)
+
+        iterations_here = 0
+        while True:
+            if self._store_dirty:
+                await self._sync_store()
+            reason = self._stop_reason_now()
+            if reason:
+                break
+            if state.paused:
+                await self._wait_while_paused()
+                continue
+            if iterations_here >= self._input.continue_as_new_every or workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new()
+            await self._iterate(state.iteration + 1)
+            iterations_here += 1
+
+        return await self._finish(reason)
+
+    def _stop_reason_now(self) -> str:
+        hours = nb.hours_since(self._state.started_at, workflow.now())
+        return nb.stop_reason(self._input.goal, self._input.budget, self._state, hours)
+
+    async def _wait_while_paused(self) -> None:
+        self._status, self._phase = "paused", "paused"
+        self._publish()
+        await self._sync_store()
+        await workflow.wait_condition(lambda: not self._state.paused or self._state.stop_requested)
+        self._status, self._phase = "running", "resumed"
+        self._publish()
+
+    async def _continue_as_new(self) -> None:
+        self._phase = "continuing as new"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(dataclasses.replace(self._input, state=self._state))
+
+    async def _finish(self, reason: str) -> OptimizeResult:
+        state = self._state
+        self._stop_reason = reason
+        self._status = "stopped" if reason == "stopped" else "completed"
+        self._phase = "done"
+        self._publish()
+        await self._sync_store(stop_reason=reason)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return OptimizeResult(
+            run_id=self._input.run_id,
+            status=self._status,
+            stop_reason=reason,
+            iterations=state.iteration,
+            best=state.best,
+        )
+
+    async def _iterate(self, iteration: int) -> None:
+        state, inp = self._state, self._input
+        proposal = await self._propose(iteration)
+        if proposal is None:
+            state.iteration = iteration
+            return
+        candidates = proposal.candidates
+        results = await self._evaluate_all(iteration, candidates)
+        if results is None:
+            return  # no evaluation worker: the run paused itself; this iteration will be redone
+        champion = await self._confirm_champion(iteration, candidates, results)
+        await self._record_all(iteration, candidates, results, champion)
+
+        for candidate, result in zip(candidates, results):
+            state.gpu_seconds += result.gpu_seconds
+            nb.add_attempt(state.notebook, iteration, candidate, result)
+        state.last_feedback = [nb.feedback(c, r) for c, r in zip(candidates, results)] + proposal.errors
+        if champion is not None:
+            position, confirmed = champion
+            state.best = nb.promote(candidates[position], iteration, confirmed)
+            state.last_improvement_iteration = iteration
+        self._last_statuses = [result.status for result in results]
+        state.iteration = iteration
+        if nb.needs_compaction(state.notebook, inp.notebook_limit):
+            await self._compact(iteration)
+        self._phase = "iteration done"
+        self._publish()
+
+    async def _propose(self, iteration: int) -> Optional[ProposeResult]:
+        state, inp = self._state, self._input
+        self._phase = "proposing"
+        self._details(f"proposing {inp.candidates_per_iteration}")
+        request = ProposeInput(
+            run_id=inp.run_id,
+            problem=inp.problem,
+            goal=inp.goal,
+            iteration=iteration,
+            count=inp.candidates_per_iteration,
+            proposer=inp.proposer,
+            notebook=state.notebook,
+            best=state.best,
+            last_feedback=state.last_feedback,
+            tokens_left=nb.tokens_left(inp.budget, state),
+        )
+        try:
+            result = await workflow.execute_activity(
+                "propose",
+                request,
+                result_type=ProposeResult,
+                task_queue=workflow.info().task_queue,
+                start_to_close_timeout=PROPOSE_TIMEOUT,
+                retry_policy=PROPOSE_RETRY,
+                summary=f"iter {iteration} · propose {inp.candidates_per_iteration}",
+            )
+        except ActivityError as error:
+            message = f"iter {iteration}: the proposer failed: {_failure_message(error)}"
+            workflow.logger.warning(message)
+            state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
+            return None
+        state.tokens += result.tokens_used
+        return result
+
+    def _evaluate_queue(self) -> str:
+        return self._input.evaluate_task_queue or f"marathon-gpu-{self._input.gpu_arch}"
+
+    async def _evaluate(self, iteration: int, candidate: Candidate, total: int, confirm: bool = False) -> EvaluateResult:
+        inp = self._input
+        action = "confirm" if confirm else "evaluate"
+        return await workflow.execute_activity(
+            "evaluate",
+            EvaluateInput(
+                run_id=inp.run_id,
+                iteration=iteration,
+                index=candidate.index,
+                problem=inp.problem,
+                source_sha=candidate.source_sha,
+                device=inp.device,
+                confirm=confirm,
+                timeout_s=inp.evaluate_timeout_s,
+            ),
+            result_type=EvaluateResult,
+            task_queue=self._evaluate_queue(),
+            schedule_to_start_timeout=timedelta(seconds=inp.gpu_wait_s),
+            # One attempt may take the judge's own limit plus compile and baseline time.
+            start_to_close_timeout=timedelta(seconds=inp.evaluate_timeout_s * 2 + 120),
+            heartbeat_timeout=EVALUATE_HEARTBEAT,
+            retry_policy=EVALUATE_RETRY,
+            summary=f"iter {iteration} · candidate {candidate.index + 1}/{total} · {action} · {candidate.strategy}"[:200],
+        )
+
+    async def _evaluate_all(self, iteration: int, candidates: list[Candidate]) -> Optional[list[EvaluateResult]]:
+        self._phase = "evaluating"
+        self._details(f"evaluating {len(candidates)}")
+        total = len(candidates)
+        pending = [
+            self._evaluate(iteration, candidate, total) for candidate in candidates if candidate.error is None
+        ]
+        outcomes = iter(await asyncio.gather(*pending, return_exceptions=True))
+        results: list[EvaluateResult] = []
+        missing_worker = False
+        for candidate in candidates:
+            if candidate.error is not None:
+                results.append(EvaluateResult(status="proposal_error", message=candidate.error, timing_kind=""))
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, EvaluateResult):
+                results.append(outcome)
+            elif _no_worker(outcome):
+                missing_worker = True
+            elif isinstance(outcome, ActivityError):
+                results.append(
+                    EvaluateResult(status="crashed", message=f"evaluation failed: {_failure_message(outcome)}")
+                )
+            else:
+                raise outcome
+        if missing_worker:
+            self._state.paused = True
+            self._state.pause_reason = (
+                f"no evaluation worker picked up work on task queue {self._evaluate_queue()} within "
+                f"{self._input.gpu_wait_s:g} s; start one, then resume the run"
+            )
+            self._store_dirty = True
+            workflow.logger.warning(self._state.pause_reason)
+            return None
+        return results
+
+    async def _confirm_champion(
+        self, iteration: int, candidates: list[Candidate], results: list[EvaluateResult]
+    ) -> Optional[tuple[int, EvaluateResult]]:
+        """Re-time the best challenger with a paired, longer measurement; it becomes the best
+        only if that confirmation still beats the current best. Returns (position, result)."""
+        goal, best = self._input.goal, self._state.best
+        position = nb.challenger(goal, best, results)
+        if position is None:
+            return None
+        if not self._input.confirm_champions:
+            return position, results[position]
+        self._phase = "confirming"
+        self._details(f"confirming #{candidates[position].index}")
+        first = results[position]
+        try:
+            confirmed = await self._evaluate(iteration, candidates[position], len(candidates), confirm=True)
+        except ActivityError as error:
+            confirmed = EvaluateResult(status="crashed", message=f"confirmation failed: {_failure_message(error)}")
+        confirmed.gpu_seconds += first.gpu_seconds
+        first_value = nb.format_value(goal, nb.objective_value(goal, first.speedup, first.roofline))
+        if nb.beats(goal, best, confirmed):
+            confirmed.message = f"confirmed: first {first_value}, paired {nb.format_value(goal, nb.objective_value(goal, confirmed.speedup, confirmed.roofline))}. {confirmed.message}".strip()
+            results[position] = confirmed
+            return position, confirmed
+        first.message = (
+            f"not confirmed: first {first_value}, paired run gave {confirmed.status} "
+            f"{nb.format_value(goal, nb.objective_value(goal, confirmed.speedup, confirmed.roofline))}. {first.message}"
+        ).strip()
+        first.gpu_seconds = confirmed.gpu_seconds
+        return None
+
+    async def _record_all(
+        self,
+        iteration: int,
+        candidates: list[Candidate],
+        results: list[EvaluateResult],
+        champion: Optional[tuple[int, EvaluateResult]],
+    ) -> None:
+        self._phase = "recording"
+        best_position = champion[0] if champion is not None else None
+        total = len(candidates)
+        await asyncio.gather(
+            *[
+                workflow.execute_activity(
+                    "record",
+                    RecordInput(
+                        run_id=self._input.run_id,
+                        iteration=iteration,
+                        index=candidate.index,
+                        candidate=candidate,
+                        result=result,
+                        is_best=position == best_position,
+                    ),
+                    result_type=RecordResult,
+                    task_queue=workflow.info().task_queue,
+                    start_to_close_timeout=STORE_TIMEOUT,
+                    retry_policy=STORE_RETRY,
+                    summary=f"iter {iteration} · candidate {candidate.index + 1}/{total} · record {result.status}",
+                )
+                for position, (candidate, result) in enumerate(zip(candidates, results))
+            ]
+        )
+
+    async def _compact(self, iteration: int) -> None:
+        state, inp = self._state, self._input
+        self._phase = "compacting"
+        keep = nb.keep_recent_for(inp.notebook_limit)
+        try:
+            result = await workflow.execute_activity(
+                "compact",
+                CompactInput(
+                    run_id=inp.run_id, goal=inp.goal, notebook=state.notebook, proposer=inp.proposer, keep_recent=keep
+                ),
+                result_type=CompactResult,
+                task_queue=workflow.info().task_queue,
+                start_to_close_timeout=COMPACT_TIMEOUT,
+                retry_policy=COMPACT_RETRY,
+                summary=f"iter {iteration} · compact {len(state.notebook.entries)} entries",
+            )
+            state.notebook = result.notebook
+            state.tokens += result.tokens_used
+        except ActivityError as error:
+            workflow.logger.warning("compaction failed, compacting deterministically: %s", _failure_message(error))
+            state.notebook = nb.compact(state.notebook, keep)
+
+    async def _sync_store(self, *, create: bool = False, stop_reason: Optional[str] = None) -> None:
+        state, inp = self._state, self._input
+        self._store_dirty = False
+        create_info = None
+        if create:
+            create_info = RunCreateInfo(
+                problem=inp.problem,
+                budget=inp.budget,
+                proposer=inp.proposer,
+                candidates_per_iteration=inp.candidates_per_iteration,
+                workflow_id=workflow.info().workflow_id,
+            )
+        status = self._status if stop_reason is not None else ("paused" if state.paused else "running")
+        await workflow.execute_activity(
+            "record_run",
+            RunProgressInput(
+                run_id=inp.run_id,
+                status=status,
+                iteration=state.iteration,
+                best_speedup=state.best.speedup if state.best else None,
+                stop_reason=stop_reason if stop_reason is not None else state.pause_reason,
+                goal=inp.goal,
+                create=create_info,
+            ),
+            result_type=RunProgressResult,
+            task_queue=workflow.info().task_queue,
+            start_to_close_timeout=STORE_TIMEOUT,
+            retry_policy=STORE_RETRY,
+            summary=f"run {status}",
+        )
+
+    # ---- what the Web UI shows ----------------------------------------------------------
+
+    def _details(self, phase: str) -> None:
+        state = self._state
+        workflow.set_current_details(
+            nb.details_line(state.iteration + 1, self._input.goal, state.best, self._last_statuses, phase)
+        )
+
+    def _publish(self) -> None:
+        state, inp = self._state, self._input
+        pairs = [
+            sa.PROBLEM.value_set(sa.keyword(inp.problem)),
+            sa.ITERATION.value_set(state.iteration),
+            sa.GOAL.value_set(sa.keyword(inp.goal.describe())),
+            sa.STATUS.value_set(self._status),
+        ]
+        best = state.best.speedup if state.best else None
+        if best is not None:
+            pairs.append(sa.BEST_SPEEDUP.value_set(float(best)))
+        workflow.upsert_search_attributes(pairs)
+        line = nb.details_line(state.iteration, inp.goal, state.best, self._last_statuses)
+        if state.paused and state.pause_reason:
+            line += f" · paused: {state.pause_reason}"
+        workflow.set_current_details(line)
