@@ -128,8 +128,9 @@ class MarathonClient:
     def list_attempts(self, run_id: str, *, offset: int = 0, limit: int = 100) -> dict[str, Any]:
         return self.request("GET", f"/runs/{run_id}/attempts", params={"offset": offset, "limit": limit}).json()
 
-    def best(self, run_id: str) -> httpx.Response:
-        return self.request("GET", f"/runs/{run_id}/best")
+    def best(self, run_id: str) -> dict[str, Any]:
+        """``{"attempt": {...}, "source": "...", "report": {...}}`` of the run's best kernel."""
+        return self.request("GET", f"/runs/{run_id}/best", params={"format": "json"}).json()
 
     def action(self, run_id: str, action: str) -> dict[str, Any]:
         if action not in ("pause", "resume", "stop"):

@@ -327,34 +327,19 @@ def watch_command(client, args: argparse.Namespace) -> int:
 
 @_calling
 def best_command(client, args: argparse.Namespace) -> int:
-    response = client.best(args.id)
-    content_type = response.headers.get("content-type", "")
-    report: Optional[dict[str, Any]] = None
-    if content_type.startswith("application/json"):
-        payload = response.json()
-        source = payload.get("source", "")
-        report = payload.get("report")
-        summary = payload
-    else:
-        source = response.text
-        summary = {}
-        header = response.headers.get("x-marathon-report")
-        if header:
-            try:
-                report = json.loads(header)
-            except ValueError:
-                report = None
+    best = client.best(args.id)
+    source = best.get("source") or ""
     if not source:
         return fail(f"run {args.id} returned an empty best kernel")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.output.parent and not args.output.parent.exists():
+        return fail(f"cannot write {args.output}: the directory {args.output.parent} does not exist")
     args.output.write_text(source)
+    attempt = best.get("attempt") or {}
     print(f"wrote the best kernel of run {args.id} to {args.output}")
-    details = report if isinstance(report, dict) else summary
-    status = details.get("status")
-    speedup = details.get("speedup", summary.get("speedup"))
-    kind = details.get("timing_kind", summary.get("timing_kind"))
-    if status or speedup is not None:
-        print(f"  judge status {status or '?'}  speedup {format_speedup(speedup, kind)}")
+    print(
+        f"  iteration {attempt.get('iteration')}, candidate {attempt.get('index')}: judge status "
+        f"{attempt.get('status')}, speedup {format_speedup(attempt.get('speedup'), attempt.get('timing_kind'))}"
+    )
     return 0
 
 

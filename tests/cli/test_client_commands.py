@@ -1,0 +1,149 @@
+"""The client commands against a live ``marathon up``: what they print and how they exit."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from marathon.cli import main
+from tests.cli.stack import REPO, free_ports, wait_for
+
+
+def cli(capsys, *argv):
+    """Run ``marathon ARGV`` in-process; returns (exit code, stdout, stderr)."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def home(live_stack):
+    return ["--home", str(live_stack.home)]
+
+
+@pytest.fixture(autouse=True)
+def no_token_in_env(monkeypatch):
+    monkeypatch.delenv("MARATHON_API_TOKEN", raising=False)
+
+
+def start_run(capsys, home, *extra):
+    code, out, err = cli(capsys, "run", "kda", "--proposer", "search", "--iterations", "50", "--candidates", "1", *home, *extra)
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("started run ") and first.endswith(" (kda)")
+    return first.split()[2], out
+
+
+def test_run_prints_where_to_watch(capsys, home, live_stack):
+    run_id, out = start_run(capsys, home)
+    assert f"run page     {live_stack.api_url}/runs/{run_id}/page" in out
+    assert f"Temporal UI  http://127.0.0.1:{live_stack.ui_port}/namespaces/default/workflows/{run_id}" in out
+    assert f"follow it with: marathon watch {run_id}" in out
+    cli(capsys, "stop", run_id, *home)
+
+
+def test_runs_and_show_list_the_run(capsys, home):
+    run_id, _ = start_run(capsys, home, "--goal", "3.5")
+    code, out, _ = cli(capsys, "runs", "--problem", "kda", *home)
+    assert code == 0
+    assert out.splitlines()[0].split() == ["ID", "PROBLEM", "STATUS", "ITER", "BEST", "GOAL", "CREATED"]
+    row = next(line for line in out.splitlines() if line.startswith(run_id))
+    assert row.split()[1:3] == ["kda", "running"] and "3.5x" in row
+
+    code, out, _ = cli(capsys, "show", run_id, *home)
+    assert code == 0
+    assert out.splitlines()[0] == f"run {run_id}  kda  running"
+    assert "  goal         3.5x" in out
+
+    code, out, _ = cli(capsys, "show", run_id, "--json", *home)
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["id"] == run_id and shown["goal"]["target"] == 3.5 and shown["budget"]["iterations"] == 50
+    cli(capsys, "stop", run_id, *home)
+
+
+def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
+    run_id, _ = start_run(capsys, home)
+    code, out, _ = cli(capsys, "pause", run_id, *home)
+    assert (code, out) == (0, f"run {run_id} asked to pause\n")
+    with live_stack.client() as client:
+        wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "paused", 60, "the run to pause")
+    code, out, _ = cli(capsys, "resume", run_id, *home)
+    assert (code, out) == (0, f"run {run_id} asked to resume\n")
+    code, out, _ = cli(capsys, "stop", run_id, *home)
+    assert (code, out) == (0, f"run {run_id} asked to stop\n")
+
+    code, out, _ = cli(capsys, "watch", run_id, "--interval", "0.5", *home)
+    assert code == 0
+    assert out.splitlines()[-1].startswith(f"run {run_id} stopped")
+    assert "goal 2x" in out.splitlines()[0]
+
+    code, _, err = cli(capsys, "pause", run_id, *home)
+    assert code == 1
+    assert f"failed (409): run {run_id} is stopped; it can no longer be paused" in err
+
+
+def test_unknown_run_and_unknown_problem_show_the_server_message(capsys, home):
+    code, out, err = cli(capsys, "show", "no-such-run", *home)
+    assert (code, out) == (1, "")
+    assert err.startswith("marathon: GET /runs/no-such-run failed (404): ")
+    assert "no-such-run" in err
+
+    code, _, err = cli(capsys, "run", "no-such-problem", *home)
+    assert code == 1
+    assert "POST /runs failed (422)" in err and "kda" in err and "mla-decode" in err
+
+    code, _, err = cli(capsys, "best", "no-such-run", "-o", "/tmp/never-written.py", *home)
+    assert code == 1 and "(404)" in err
+
+
+def test_best_without_a_best_kernel_yet(capsys, home, tmp_path):
+    run_id, _ = start_run(capsys, home)
+    cli(capsys, "stop", run_id, *home)
+    target = tmp_path / "best.py"
+    code, _, err = cli(capsys, "best", run_id, "-o", str(target), *home)
+    assert code == 1
+    assert f"failed (404): run {run_id} has no best kernel yet" in err
+    assert not target.exists()
+
+
+def test_refused_token_says_how_to_fix_it(capsys, home, live_stack, monkeypatch):
+    monkeypatch.setenv("MARATHON_API_TOKEN", "mt_wrong")
+    code, _, err = cli(capsys, "runs", *home)
+    assert code == 1
+    assert f"the API at {live_stack.api_url} refused the token (401)" in err
+    assert f"{live_stack.home}/api-token" in err and "MARATHON_API_TOKEN" in err
+
+
+def test_missing_token_says_where_it_should_be(capsys, live_stack, tmp_path):
+    code, _, err = cli(capsys, "runs", "--home", str(tmp_path), "--api-url", live_stack.api_url)
+    assert code == 1
+    assert f"no API token: `marathon up` writes one to {tmp_path}/api-token" in err
+
+
+def test_api_down_is_named_with_its_url():
+    (port,) = free_ports(1)
+    result = subprocess.run(
+        [sys.executable, "-m", "marathon.cli", "runs", "--api-url", f"http://127.0.0.1:{port}"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f"marathon: cannot reach the Marathon API at http://127.0.0.1:{port}: is `marathon up` running?"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("run",), ("run", "kda", "--iterations", "many"), ("run", "kda", "--proposer", "oracle"), ("best", "abc"), ("watch",)],
+    ids=["no-problem", "bad-int", "bad-choice", "best-without-output", "watch-without-id"],
+)
+def test_usage_errors_exit_2(capsys, argv):
+    code, _, err = cli(capsys, *argv)
+    assert code == 2
+    assert "usage: marathon" in err
