@@ -1,0 +1,107 @@
+"""Steering a live run: status query, pause/resume, hint, set-goal (valid and invalid), stop,
+and the self-pause when no evaluation worker is there."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from marathon.workers import build_gpu_worker
+from tests.loop_fixtures import FakeLoop, loop_input, loop_settings, loop_workers, unique_queue
+from workflows.optimize import OptimizeKernelWorkflow
+from workflows.types import Budget, Goal, RunStatus
+
+
+async def wait_for_status(handle, predicate, timeout_s: float = 30.0) -> RunStatus:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        status = await handle.query(OptimizeKernelWorkflow.status)
+        if predicate(status):
+            return status
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"status never matched; last: {status}")
+        await asyncio.sleep(0.1)
+
+
+async def wait_until(predicate, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition never held")
+        await asyncio.sleep(0.05)
+
+
+async def test_pause_hint_goal_resume_stop(temporal_client):
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    fake = FakeLoop()
+    fake.gate.clear()
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    async with loop_workers(temporal_client, fake, task_queue=queue, evaluate_queue=evaluate_queue):
+        handle = await temporal_client.start_workflow(
+            OptimizeKernelWorkflow.run,
+            loop_input(run_id, evaluate_queue, budget=Budget(iterations=100), goal=Goal(target=5.0)),
+            id=run_id,
+            task_queue=queue,
+        )
+        status = await wait_for_status(handle, lambda s: s.phase == "proposing")
+        assert (status.status, status.iteration, status.goal.target) == ("running", 0, 5.0)
+
+        await handle.signal(OptimizeKernelWorkflow.pause)
+        await handle.signal(OptimizeKernelWorkflow.add_hint, "try BT=128 with 8 warps")
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
+            await handle.execute_update(OptimizeKernelWorkflow.set_goal, Goal(target=-1.0))
+        assert "goal target must be > 0, got -1.0" in str(rejected.value.cause)
+        changed = await handle.execute_update(OptimizeKernelWorkflow.set_goal, Goal(target=3.0, intent="beat FLA"))
+        assert changed.goal.target == 3.0
+
+        fake.gate.set()  # iteration 1 finishes, then the run holds
+        paused = await wait_for_status(handle, lambda s: s.status == "paused")
+        assert paused.iteration == 1 and paused.message == "paused by user"
+        await asyncio.sleep(0.5)
+        assert len(fake.proposals) == 1, "a paused run must not propose"
+
+        await handle.signal(OptimizeKernelWorkflow.resume)
+        await wait_until(lambda: len(fake.proposals) >= 2)
+        second = fake.proposals[1]
+        assert "try BT=128 with 8 warps" in second.notebook.hints
+        assert second.goal.target == 3.0 and second.goal.intent == "beat FLA"
+
+        await handle.signal(OptimizeKernelWorkflow.stop)
+        result = await handle.result()
+        final = await handle.query(OptimizeKernelWorkflow.status)
+
+    assert (result.status, result.stop_reason) == ("stopped", "stopped")
+    assert 2 <= result.iterations < 100
+    assert final.status == "stopped" and final.goal.target == 3.0
+    statuses = [row.status for row in fake.run_rows]
+    assert "paused" in statuses and statuses[-1] == "stopped"
+    assert fake.run_rows[-1].goal.target == 3.0
+
+
+async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_client):
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    fake = FakeLoop()
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    async with loop_workers(temporal_client, fake, task_queue=queue, evaluate_queue=None):
+        handle = await temporal_client.start_workflow(
+            OptimizeKernelWorkflow.run,
+            loop_input(run_id, evaluate_queue, budget=Budget(iterations=1), gpu_wait_s=1.0),
+            id=run_id,
+            task_queue=queue,
+        )
+        paused = await wait_for_status(handle, lambda s: s.status == "paused")
+        assert evaluate_queue in paused.message and paused.iteration == 0
+        assert fake.run_rows[-1].status == "paused"
+
+        gpu = build_gpu_worker(temporal_client, loop_settings(), task_queue=evaluate_queue, activities=[fake.evaluate])
+        async with gpu:
+            await handle.signal(OptimizeKernelWorkflow.resume)
+            result = await handle.result()
+
+    assert (result.stop_reason, result.iterations) == ("budget_iterations", 1)
+    # Iteration 1 was proposed again after the resume, and recorded once.
+    assert [p.iteration for p in fake.proposals] == [1, 1]
+    assert sorted(key[1:] for key in fake.records) == [(1, 0), (1, 1), (1, 2)]
