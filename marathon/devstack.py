@@ -141,13 +141,60 @@ def port_accepts(host: str, port: int) -> bool:
         return False
 
 
+def _prctl(option: int, value: int) -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value)
+    except OSError:
+        pass
+
+
+def _proc_stat(pid: int) -> Optional[list[str]]:
+    """Fields of /proc/<pid>/stat after the command name (state, ppid, ...); None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def process_tree(root: int) -> dict[int, str]:
+    """``root`` and its live descendants: pid -> start time (which tells a reused pid apart)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, str] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            fields = _proc_stat(int(entry))
+            if fields and fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry))
+                starts[int(entry)] = fields[19]
+    tree: dict[int, str] = {}
+    queue = [root]
+    while queue:
+        pid = queue.pop()
+        if pid in starts:
+            tree[pid] = starts[pid]
+        queue.extend(children.get(pid, []))
+    return tree
+
+
+def kill_leftovers(tree: dict[int, str]) -> list[int]:
+    """SIGKILL every process of ``tree`` that is still the same process; returns their pids."""
+    killed = []
+    for pid, started in tree.items():
+        fields = _proc_stat(pid)
+        if fields and fields[0] != "Z" and fields[19] == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    return killed
+
+
 def _die_with_parent() -> None:
     """Runs in the child between fork and exec: SIGTERM it when the supervisor dies."""
     PR_SET_PDEATHSIG = 1
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Child:
@@ -206,16 +253,22 @@ class Child:
                 pass
 
     def stop(self) -> Optional[int]:
-        """SIGTERM the child's process group, wait its grace period, then SIGKILL it."""
+        """SIGTERM the child's process group, wait its grace period, then SIGKILL it; then kill
+        whatever it started in other sessions (a judge's sandbox) that outlived it."""
         if self.process is None:
             return None
+        tree = process_tree(self.process.pid)
         self.signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=self.spec.stop_grace_s)
+            code = self.process.wait(timeout=self.spec.stop_grace_s)
         except subprocess.TimeoutExpired:
             log.warning("%s did not stop within %.0f s: killing it", self.spec.name, self.spec.stop_grace_s)
             self.signal(signal.SIGKILL)
-            return self.process.wait()
+            code = self.process.wait()
+        leftovers = kill_leftovers(tree)
+        if leftovers:
+            log.warning("killed %d process(es) %s left behind by %s", len(leftovers), leftovers, self.spec.name)
+        return code
 
 
 def temporal_spec(config: StackConfig) -> ChildSpec:
@@ -455,9 +508,32 @@ class DevStack:
             ]
         )
 
+    def _adopted(self) -> list[int]:
+        """Processes reparented to us (we are a subreaper): grandchildren whose parent died."""
+        ours = {child.pid for child in self.children}
+        me = str(os.getpid())
+        adopted = []
+        for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if entry.isdigit() and int(entry) not in ours:
+                fields = _proc_stat(int(entry))
+                if fields and fields[1] == me:
+                    adopted.append(int(entry))
+        return adopted
+
+    def _reap_adopted(self, kill: bool = False) -> None:
+        for pid in self._adopted():
+            if kill:
+                kill_leftovers(process_tree(pid))
+                log.warning("killed orphaned process %d", pid)
+            try:
+                os.waitpid(pid, 0 if kill else os.WNOHANG)
+            except ChildProcessError:
+                pass
+
     def supervise(self) -> None:
         """Restart children that exit until asked to stop."""
         while not self.stopping.wait(0.5):
+            self._reap_adopted()
             now = time.monotonic()
             for child in self.children:
                 if child.restart_at is not None:
@@ -482,12 +558,17 @@ class DevStack:
                 continue
             code = child.stop()
             log.info("stopped %s (pid %d, exit code %s)", child.spec.name, child.pid, code)
+        self._reap_adopted(kill=True)
         if self._lock_handle is not None:
             (self.config.home / STACK_FILE_NAME).unlink(missing_ok=True)
             self._lock_handle.close()
             self._lock_handle = None
 
     def run(self) -> int:
+        # Orphaned grandchildren (a judge sandbox whose worker died) are reparented to us, so
+        # they can be found and stopped rather than left running.
+        PR_SET_CHILD_SUBREAPER = 36
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
         previous = {sig: signal.signal(sig, self._handle_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             try:
