@@ -60,14 +60,11 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def propose_activities(settings: Settings) -> list[Callable[..., Any]]:
-    """The proposer activity (activity name "propose") from ``activities.propose``."""
-    from activities import propose
+def propose_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
+    """The proposer activity (activity name "propose")."""
+    from activities.propose import ProposeActivities
 
-    factory = getattr(propose, "build_activities", None)
-    if factory is not None:
-        return list(factory(settings))
-    return [propose.propose]
+    return [ProposeActivities(database_url=database_url, settings=settings).propose]
 
 
 def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
@@ -76,7 +73,7 @@ def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> li
 
     url = database_url or settings.resolved_database_url
     recorder = Recorder(url)
-    return [*propose_activities(settings), Compactor(settings).compact, recorder.record, recorder.record_run]
+    return [*propose_activities(settings, url), Compactor(settings).compact, recorder.record, recorder.record_run]
 
 
 def build_cpu_worker(

@@ -45,9 +45,10 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
 
-BAD_INPUT_ERRORS = ["BadInput", "ValueError", "KeyError", "TypeError"]
+BAD_INPUT_ERRORS = ["BadInput", "BadProposeInput", "MissingArtifact", "ValueError", "KeyError", "TypeError"]
 
 PROPOSE_TIMEOUT = timedelta(minutes=15)
+PROPOSE_HEARTBEAT = timedelta(minutes=2)
 PROPOSE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     maximum_interval=timedelta(minutes=2),
@@ -277,6 +278,7 @@ class OptimizeKernelWorkflow:
                 result_type=ProposeResult,
                 task_queue=workflow.info().task_queue,
                 start_to_close_timeout=PROPOSE_TIMEOUT,
+                heartbeat_timeout=PROPOSE_HEARTBEAT,
                 retry_policy=PROPOSE_RETRY,
                 summary=f"iter {iteration} · propose {inp.candidates_per_iteration}",
             )
