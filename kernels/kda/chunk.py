@@ -1,0 +1,274 @@
+"""KDA forward in Triton: a chunk-parallel preparation kernel and a fused state scan.
+
+The chunkwise form (Kimi Linear report, Eq. 2-9). Per chunk of BT tokens with in-chunk
+cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels):
+
+    A_kk[r, i] = beta_r sum_d k_r k_i e^(G_r - G_i)   (i < r),   M = (I + A_kk)^-1
+    A_qk[r, i] = scale sum_d q_r k_i e^(G_r - G_i)    (i <= r)
+    W = M (beta e^G k),   U = M (beta v)
+    V' = U - W S,   O = scale (e^G q) S + A_qk V',   S <- diag(e^G_last) S + (e^(G_last - G) k)^T V'
+
+1. ``_prepare_kernel``, one program per (chunk, batch x head), all chunks in parallel: G,
+   A_qk, the triangular inverse M, W, U, and the decayed q and k the scan needs.
+2. ``_scan_kernel``, one program per (value tile, batch x head), sequential over chunks:
+   the state S stays in registers in fp32 and the output is written in the same loop, so
+   the per-chunk states never go to memory.
+
+Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, within
+sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). Between sub-chunks a is the first
+token of the query's sub-chunk, so both factors are <= 1. Inside a sub-chunk a is its first
+token, so the key factor is at most e^(15 x 5) = e^75 for gates >= -5, inside fp32. An
+anchor never lies after the query, so future tokens cannot reach earlier outputs.
+
+The inverse: the diagonal 16 x 16 blocks of I + A_kk are inverted by forward substitution
+(all blocks at once), giving the block-diagonal D^-1; with L the strictly block-lower part,
+N = D^-1 L is nilpotent of order NC = BT / 16, so M = sum_{j < NC} (-N)^j D^-1, evaluated as
+T <- D^-1 - N T, NC - 1 times.
+
+The host code only allocates and launches: no torch arithmetic.
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+# The knobs of the search space (kernels/kda/space.py rewrites this literal).
+CONFIG = {
+    "chunk": 64,
+    "prep_num_warps": 8,
+    "prep_num_stages": 1,
+    "prep_precision": "tf32",
+    "inter_dtype": "input",
+    "scan_block_v": 32,
+    "scan_num_warps": 4,
+    "scan_num_stages": 2,
+    "scan_precision": "tf32",
+}
+
+SUB_CHUNK = 16
+
+
+@triton.jit
+def _prepare_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
+    scale, T, NT,
+    H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    i_t = tl.program_id(0).to(tl.int64)
+    i_bh = tl.program_id(1).to(tl.int64)
+    i_b = i_bh // H
+    i_h = i_bh % H
+    in_base = i_b * T * H * D + i_h * D
+    beta_base = i_b * T * H + i_h
+    # Intermediates are [B, H, NT * BT, ...]: each head's chunks lie one after another.
+    chunk_row0 = i_bh * NT * BT + i_t * BT
+
+    # 3D views [NC, BC, D]: sub-chunk n, row i in it, channel d.
+    n3 = tl.arange(0, NC)[:, None, None]
+    i3 = tl.arange(0, BC)[None, :, None]
+    d3 = tl.arange(0, D)[None, None, :]
+    j3 = tl.arange(0, BC)[None, None, :]
+    rows3 = i_t * BT + n3 * BC + i3
+    valid3 = rows3 < T
+    offs3 = in_base + rows3 * H * D + d3
+    q3 = tl.load(q_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+    k3 = tl.load(k_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+    g3 = tl.load(g_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+    b3 = tl.load(beta_ptr + beta_base + rows3 * H, mask=valid3, other=0.0).to(tl.float32)  # [NC, BC, 1]
+
+    # In-chunk cumulative gates: within each sub-chunk, plus the sum of the earlier ones.
+    totals = tl.sum(g3, axis=1)  # [NC, D]
+    prefix = tl.cumsum(totals, axis=0) - totals  # [NC, D], exclusive
+    G3 = tl.cumsum(g3, axis=1) + prefix[:, None, :]
+    G_anchor = tl.sum(tl.where(i3 == 0, G3, 0.0), axis=1)[:, None, :]  # first row of each sub-chunk
+    to_anchor = tl.exp(G3 - G_anchor)  # <= 1
+    q_t = q3 * to_anchor * scale
+    k_t = k3 * to_anchor
+    k_hat = k3 * tl.exp(G_anchor - G3)  # >= 1, bounded by the sub-chunk span
+
+    # Diagonal blocks: [NC, BC, D] @ [NC, D, BC] -> [NC, BC, BC]
+    a_kk_diag = tl.dot(k_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION) * b3
+    a_kk_diag = tl.where(i3 > j3, a_kk_diag, 0.0)
+    a_qk_diag = tl.dot(q_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+    a_qk_diag = tl.where(i3 >= j3, a_qk_diag, 0.0)
+    aqk_rows = (chunk_row0 + n3 * BC + i3) * BT
+    tl.store(aqk_ptr + aqk_rows + n3 * BC + j3, a_qk_diag.to(aqk_ptr.dtype.element_ty))
+
+    # Blocks below the diagonal, (n, n - delta): the keys of sub-chunk n - delta, anchored at
+    # the first row of the query sub-chunk n, so both factors are <= 1.
+    n4 = tl.arange(0, NC)[:, None, None, None]
+    m4 = tl.arange(0, NC)[None, None, :, None]
+    lower4 = tl.zeros([NC, BC, NC, BC], dtype=tl.float32)
+    nn = tl.arange(0, NC)[:, None, None]
+    mm = tl.arange(0, NC)[None, :, None]
+    for delta in tl.static_range(1, NC):
+        key_rows3 = rows3 - delta * BC
+        key_valid3 = (n3 >= delta) & (key_rows3 < T)
+        key_offs3 = in_base + key_rows3 * H * D + d3
+        k_s = tl.load(k_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
+        g_s = tl.load(g_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
+        # prefix of sub-chunk n - delta, moved to slot n: [NC, NC, D] select-and-sum
+        prefix_s = tl.sum(tl.where(nn - delta == mm, prefix[None, :, :], 0.0), axis=1)
+        G_s = tl.cumsum(g_s, axis=1) + prefix_s[:, None, :]
+        k_f = tl.where(key_valid3, k_s * tl.exp(G_anchor - G_s), 0.0)
+        a_kk_off = tl.dot(k_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION) * b3
+        a_qk_off = tl.dot(q_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
+        tl.store(
+            aqk_ptr + aqk_rows + (n3 - delta) * BC + j3,
+            a_qk_off.to(aqk_ptr.dtype.element_ty),
+            mask=(n3 >= delta) & (j3 >= 0),
+        )
+        lower4 += tl.where(m4 == n4 - delta, a_kk_off[:, :, None, :], 0.0)
+
+    # Forward substitution inside each diagonal block: D^-1 = (I + A_diag)^-1, all blocks at once.
+    d_inv = tl.where(i3 == j3, 1.0, 0.0) + tl.zeros([NC, BC, BC], dtype=tl.float32)
+    for s in tl.static_range(1, BC):
+        row_s = tl.sum(tl.where(i3 == s, a_kk_diag, 0.0), axis=1)  # [NC, BC]: A[s, j], j < s
+        update = tl.sum(row_s[:, :, None] * d_inv, axis=1)  # [NC, BC]: sum_j A[s, j] D^-1[j, :]
+        d_inv = tl.where(i3 == s, d_inv - update[:, None, :], d_inv)
+
+    # Full [BT, BT] matrices: D^-1 on the diagonal blocks, L below them.
+    d_inv_full = tl.reshape(tl.where(n4 == m4, d_inv[:, :, None, :], 0.0), (BT, BT))
+    lower_full = tl.reshape(lower4, (BT, BT))
+    nil = tl.dot(d_inv_full, lower_full, input_precision=PRECISION)
+    m_inv = d_inv_full
+    for _ in tl.static_range(1, NC):
+        m_inv = d_inv_full - tl.dot(nil, m_inv, input_precision=PRECISION)
+
+    # W = M (beta e^G k), U = M (beta v)
+    decay3 = tl.exp(G3)
+    x = tl.reshape(k3 * decay3 * b3, (BT, D))
+    rows2 = i_t * BT + tl.arange(0, BT)[:, None]
+    d2 = tl.arange(0, D)[None, :]
+    v2 = tl.load(v_ptr + in_base + rows2 * H * D + d2, mask=rows2 < T, other=0.0).to(tl.float32)
+    b2 = tl.reshape(b3, (BT, 1))
+    w = tl.dot(m_inv, x, input_precision=PRECISION)
+    u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
+    out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
+    tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty))
+    tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty))
+
+    # What the scan needs besides W and U: scale e^G q, e^(G_last - G) k, e^G_last.
+    # Rows past T hold g = 0, so the last row's G is the last valid token's.
+    G_last = tl.sum(tl.sum(tl.where((n3 == NC - 1) & (i3 == BC - 1), G3, 0.0), axis=1), axis=0)  # [D]
+    out3 = (chunk_row0 + n3 * BC + i3) * D + d3
+    tl.store(qg_ptr + out3, (q3 * decay3 * scale).to(qg_ptr.dtype.element_ty))
+    tl.store(kg_ptr + out3, (k3 * tl.exp(G_last[None, None, :] - G3)).to(kg_ptr.dtype.element_ty))
+    tl.store(decay_ptr + (i_bh * NT + i_t) * D + tl.arange(0, D), tl.exp(G_last))
+
+
+@triton.jit
+def _scan_kernel(
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr,
+    T, NT,
+    H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_bh = tl.program_id(1).to(tl.int64)
+    i_b = i_bh // H
+    i_h = i_bh % H
+    dot_dtype = w_ptr.dtype.element_ty
+    rows = tl.arange(0, BT)
+    dk = tl.arange(0, D)
+    dv = i_v * BV + tl.arange(0, BV)
+    causal = rows[None, :] <= rows[:, None]
+    o_base = i_b * T * H * D + i_h * D
+    state = tl.zeros([D, BV], dtype=tl.float32)
+    for i_t in range(NT):
+        row0 = (i_bh * NT + i_t) * BT
+        offs_k = (row0 + rows[:, None]) * D + dk[None, :]
+        w = tl.load(w_ptr + offs_k)  # [BT, D]
+        qg = tl.load(qg_ptr + offs_k)  # [BT, D]
+        kg = tl.load(kg_ptr + offs_k)  # [BT, D]
+        u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :]).to(tl.float32)  # [BT, BV]
+        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :], mask=causal, other=0.0)
+        decay = tl.load(decay_ptr + (i_bh * NT + i_t) * D + dk)  # [D]
+
+        state_d = state.to(dot_dtype)
+        # [BT, D] @ [D, BV] -> [BT, BV]
+        v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
+        v_new_d = v_new.to(dot_dtype)
+        out = tl.dot(qg, state_d, input_precision=PRECISION)
+        out = tl.dot(a_qk, v_new_d, acc=out, input_precision=PRECISION)
+        t_rows = i_t * BT + rows
+        tl.store(
+            o_ptr + o_base + t_rows[:, None] * H * D + dv[None, :],
+            out.to(o_ptr.dtype.element_ty),
+            mask=t_rows[:, None] < T,
+        )
+        # [D, BT] @ [BT, BV] -> [D, BV]
+        state = state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
+
+
+def _check_inputs(q, k, v, g, beta) -> None:
+    if q.dim() != 4:
+        raise ValueError(f"q must be [B, T, H, D], got shape {tuple(q.shape)}")
+    for name, x in (("k", k), ("v", v), ("g", g)):
+        if tuple(x.shape) != tuple(q.shape):
+            raise ValueError(f"{name} must have q's shape {tuple(q.shape)}, got {tuple(x.shape)}")
+    if tuple(beta.shape) != tuple(q.shape[:3]):
+        raise ValueError(f"beta must be [B, T, H] = {tuple(q.shape[:3])}, got {tuple(beta.shape)}")
+    dim = q.shape[3]
+    if dim < 16 or dim > 256 or dim & (dim - 1):
+        raise ValueError(f"head dim D must be a power of two in [16, 256], got {dim}")
+    if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"q must be bfloat16, float16 or float32, got {q.dtype}")
+    for name, x in (("k", k), ("v", v)):
+        if x.dtype != q.dtype:
+            raise ValueError(f"{name} must have q's dtype {q.dtype}, got {x.dtype}")
+    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
+        if not x.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (strides {tuple(x.stride())})")
+        if x.device != q.device:
+            raise ValueError(f"{name} is on {x.device}, q on {q.device}")
+
+
+def kda_forward(q, k, v, g, beta, scale=None):
+    """KDA forward. q, k, v: [B, T, H, D] (bf16, fp16 or fp32), g: [B, T, H, D] log-decay
+    (<= 0, fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5).
+    Returns o [B, T, H, D] in q's dtype. The state starts at zero.
+    """
+    _check_inputs(q, k, v, g, beta)
+    batch, seq, heads, dim = q.shape
+    scale = dim**-0.5 if scale is None else float(scale)
+    chunk = CONFIG["chunk"]
+    block_v = min(CONFIG["scan_block_v"], dim)
+    if chunk % SUB_CHUNK or chunk > 64:
+        raise ValueError(f"chunk must be 16, 32 or 64, got {chunk}")
+    n_chunks = triton.cdiv(seq, chunk)
+    inter_dtype = q.dtype if CONFIG["inter_dtype"] == "input" else getattr(torch, CONFIG["inter_dtype"])
+
+    padded = (batch, heads, n_chunks * chunk)
+    w = torch.empty(*padded, dim, dtype=inter_dtype, device=q.device)
+    u = torch.empty_like(w)
+    qg = torch.empty_like(w)
+    kg = torch.empty_like(w)
+    a_qk = torch.empty(*padded, chunk, dtype=inter_dtype, device=q.device)
+    decay = torch.empty(batch, heads, n_chunks, dim, dtype=torch.float32, device=q.device)
+    out = torch.empty_like(q)
+
+    _prepare_kernel[(n_chunks, batch * heads)](
+        q, k, v, g, beta,
+        w, u, qg, kg, a_qk, decay,
+        scale, seq, n_chunks,
+        H=heads, D=dim, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK,
+        PRECISION=CONFIG["prep_precision"],
+        num_warps=CONFIG["prep_num_warps"], num_stages=CONFIG["prep_num_stages"],
+    )
+    _scan_kernel[(math.ceil(dim / block_v), batch * heads)](
+        w, u, qg, kg, a_qk, decay, out,
+        seq, n_chunks,
+        H=heads, D=dim, BT=chunk, BV=block_v,
+        PRECISION=CONFIG["scan_precision"],
+        num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"],
+    )
+    return out
+
+
+def kernel(q, k, v, g, beta, scale):
+    return kda_forward(q, k, v, g, beta, scale)

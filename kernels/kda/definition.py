@@ -1,0 +1,129 @@
+"""KDA (Kimi Delta Attention) forward: the problem as data.
+
+Per batch row and head, with a state ``S`` of shape [D, D] (keys x values) starting at zero:
+
+    S_t = diag(exp(g_t)) S_{t-1}
+    S_t = S_t + beta_t k_t (v_t - S_t^T k_t)^T
+    o_t = scale * S_t^T q_t
+
+Inputs ``q, k, v`` [B, T, H, D] in the working dtype with ``q`` and ``k`` L2-normalized per
+token (the Kimi model normalizes both), ``g`` [B, T, H, D] fp32 log-decay,
+``beta`` [B, T, H] in (0, 1), ``scale`` = D ** -0.5. Output ``o`` [B, T, H, D].
+
+Distributions follow FLA's KDA benchmarks and tests: ``g = logsigmoid(randn)`` clamped at
+-5 (the Kimi model's gate lower bound: per-step decay >= e^-5), ``beta = sigmoid(randn)``.
+The clamp is what makes chunked kernels safe: 15 steps of decay stay under e^75, inside fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.problem import CausalAxis, Problem, Shape
+
+GATE_LOWER_BOUND = -5.0
+# The chunk length C of the paper's FLOP count (Kimi Linear report, section 6.3).
+FLOP_CHUNK = 64
+
+_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in _ELEMENT_BYTES:
+        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(_ELEMENT_BYTES)}")
+    return name
+
+
+def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
+    if len(shape) != 4 or any(int(n) < 1 for n in shape):
+        raise ValueError(f"a kda shape is (B, T, H, D) with positive sizes, got {shape!r}")
+    batch, seq, heads, dim = (int(n) for n in shape)
+    return batch, seq, heads, dim
+
+
+def make_inputs(shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16") -> dict[str, Any]:
+    """Inputs for shape ``(B, T, H, D)``: q, k, v [B, T, H, D] and beta [B, T, H] in ``dtype``,
+    g [B, T, H, D] fp32, scale a float.
+
+    Drawn on the CPU from a generator seeded with ``seed`` and then moved, so one seed gives
+    the same values on every device.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    batch, seq, heads, dim = _check_shape(shape)
+    torch_dtype = getattr(torch, _dtype_name(dtype))
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    size = (batch, seq, heads, dim)
+    q = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
+    k = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
+    v = torch.randn(size, generator=gen)
+    g = F.logsigmoid(torch.randn(size, generator=gen)).clamp(min=GATE_LOWER_BOUND)
+    beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen))
+    return {
+        "q": q.to(device=device, dtype=torch_dtype),
+        "k": k.to(device=device, dtype=torch_dtype),
+        "v": v.to(device=device, dtype=torch_dtype),
+        "g": g.to(device=device, dtype=torch.float32),
+        "beta": beta.to(device=device, dtype=torch_dtype),
+        "scale": dim**-0.5,
+    }
+
+
+def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
+    _check_shape(shape)
+    return tuple(int(n) for n in shape), _dtype_name(dtype)
+
+
+def flops(shape: Shape, dtype: str = "bfloat16") -> float:
+    """The paper's count, (6 D^2 + 3 C D + C^2) per token and head with C = 64 (Kimi Linear
+    report, Eq. 13). FLA's dense implementation does about 30% more."""
+    batch, seq, heads, dim = _check_shape(shape)
+    per_token = 6 * dim * dim + 3 * FLOP_CHUNK * dim + FLOP_CHUNK * FLOP_CHUNK
+    return float(batch * seq * heads * per_token)
+
+
+def bytes_moved(shape: Shape, dtype: str = "bfloat16") -> float:
+    """The ideal fused traffic: q, k, v read and o written once in ``dtype``, g read in fp32,
+    beta read in ``dtype`` (1,538 B per token and head at bf16, D = 128)."""
+    batch, seq, heads, dim = _check_shape(shape)
+    element = _ELEMENT_BYTES[_dtype_name(dtype)]
+    per_token = 4 * dim * element + 4 * dim + element
+    return float(batch * seq * heads * per_token)
+
+
+BENCH_SHAPES: tuple[Shape, ...] = (
+    (1, 8192, 16, 128),
+    (1, 32768, 32, 128),
+    (8, 4096, 32, 128),
+    (4, 8192, 32, 128),
+)
+
+PROBLEM = Problem(
+    name="kda",
+    title="Kimi Delta Attention forward: gated delta rule with a per-channel decay, D = 128",
+    input_names=("q", "k", "v", "g", "beta", "scale"),
+    dims=("B", "T", "H", "D"),
+    shapes={
+        "bench": BENCH_SHAPES,
+        "verify": ((1, 1000, 4, 128), (2, 63, 2, 128), (1, 4096, 8, 128), (2, 500, 3, 128), (1, 8192, 2, 128)),
+        "cpu": ((1, 63, 2, 32), (2, 130, 1, 32), (1, 64, 1, 64)),
+    },
+    # bf16: FLA's own test bar (relative RMS 5e-3 against the fp32 recurrence). Rounding the
+    # output to bf16 alone costs about 1.5e-3; FLA chunk_kda measures 3.9e-3 at T=1024.
+    # fp32 (interpreter) computes in IEEE fp32: only summation order differs.
+    tolerance={"bfloat16": 5e-3, "float16": 5e-3, "float32": 1e-4},
+    make_inputs=make_inputs,
+    output=output,
+    flops=flops,
+    bytes_moved=bytes_moved,
+    reference="kernels.kda.reference:kda_reference",
+    baselines="kernels.kda.baseline:baselines",
+    ours="kernels.kda.chunk:kda_forward",
+    space="kernels.kda.space",
+    causal=CausalAxis("T", {"q": 1, "k": 1, "v": 1, "g": 1, "beta": 1}, 1),
+    notes="Memory-bound even when fully fused (about 100 FLOP/byte against an H200 ridge of "
+    "about 184). The state scan is sequential over time: at small B*H the GPU starves.",
+    extra={"launch_bound": False, "gate_lower_bound": GATE_LOWER_BOUND},
+)
