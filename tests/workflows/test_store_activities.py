@@ -1,0 +1,126 @@
+"""The record and compact activities, run through ActivityEnvironment against a real SQLite
+store and a real local HTTP server that speaks the OpenAI chat API."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.compact import Compactor
+from activities.record import Recorder
+from store.db import dispose_engine, session_scope, upgrade
+from store.repository import get_run, list_attempts
+from tests.fakes.openai_server import FakeOpenAIServer, completion_reply, error_reply
+from tests.loop_fixtures import loop_settings
+from workflows import notebook as nb
+from workflows.types import (
+    Budget,
+    Candidate,
+    CompactInput,
+    EvaluateResult,
+    Goal,
+    Notebook,
+    ProposerConfig,
+    RecordInput,
+    RunCreateInfo,
+    RunProgressInput,
+)
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    yield url
+    dispose_engine(url)
+
+
+def create_info() -> RunCreateInfo:
+    return RunCreateInfo(
+        problem="kda", budget=Budget(), proposer=ProposerConfig(), candidates_per_iteration=2, workflow_id="wf-1"
+    )
+
+
+async def test_record_run_creates_then_updates_the_run(store_url):
+    recorder = Recorder(store_url)
+    env = ActivityEnvironment()
+    with pytest.raises(ApplicationError, match="run r1 is not in the store") as missing:
+        await env.run(recorder.record_run, RunProgressInput(run_id="r1", status="running"))
+    assert missing.value.non_retryable
+    first = await env.run(
+        recorder.record_run, RunProgressInput(run_id="r1", status="running", goal=Goal(target=3.0), create=create_info())
+    )
+    again = await env.run(
+        recorder.record_run,
+        RunProgressInput(run_id="r1", status="completed", iteration=7, stop_reason="plateau", create=create_info()),
+    )
+    assert (first.created, again.created) == (True, False)
+    with session_scope(store_url) as session:
+        run = get_run(session, "r1")
+        assert (run.status, run.iteration, run.stop_reason, run.problem) == ("completed", 7, "plateau", "kda")
+        assert run.goal["target"] == 3.0 and run.workflow_id == "wf-1"
+
+
+async def test_record_writes_each_attempt_once(store_url):
+    recorder = Recorder(store_url)
+    env = ActivityEnvironment()
+    await env.run(recorder.record_run, RunProgressInput(run_id="r2", status="running", create=create_info()))
+    attempt = RecordInput(
+        run_id="r2",
+        iteration=1,
+        index=0,
+        candidate=Candidate(index=0, source_sha="f" * 64, strategy="tile 64", knobs={"BT": 64}),
+        result=EvaluateResult(status="ok", speedup=1.4, timing_kind="interpreter", gpu_seconds=2.5, report_sha="e" * 64),
+        is_best=True,
+    )
+    first = await env.run(recorder.record, attempt)
+    retried = await env.run(recorder.record, attempt)
+    assert first.created and not retried.created and first.attempt_id == retried.attempt_id
+    with session_scope(store_url) as session:
+        attempts, total = list_attempts(session, "r2")
+        run = get_run(session, "r2")
+        assert total == 1
+        assert (attempts[0].strategy, attempts[0].knobs, attempts[0].is_best) == ("tile 64", {"BT": 64}, True)
+        assert run.best_speedup == 1.4 and run.iteration == 1
+
+
+def notebook_with(entries: int) -> Notebook:
+    notebook = Notebook()
+    for iteration in range(entries):
+        nb.add_attempt(notebook, iteration + 1, Candidate(0, "a", "tile 64"), EvaluateResult(status="ok", speedup=1.1))
+    return notebook
+
+
+async def test_compact_without_llm_is_deterministic():
+    compactor = Compactor(loop_settings())
+    request = CompactInput(run_id="r", goal=Goal(), notebook=notebook_with(10), proposer=ProposerConfig(), keep_recent=4)
+    result = await ActivityEnvironment().run(compactor.compact, request)
+    assert result.notebook == nb.compact(request.notebook, 4) and result.tokens_used == 0
+
+
+async def test_llm_compaction_distils_lessons_and_falls_back_on_failure():
+    with FakeOpenAIServer() as server:
+        server.script(
+            completion_reply("Lessons:\n- tile 64 is steady at 1.1x\n- never split K\nnot a lesson", total_tokens=300),
+            error_reply(500, "upstream down"),
+        )
+        compactor = Compactor(loop_settings(llm_base_url=server.base_url))
+        request = CompactInput(
+            run_id="r",
+            goal=Goal(target=2.5, intent="beat FLA"),
+            notebook=notebook_with(10),
+            proposer=ProposerConfig(kind="llm", model="fake-model"),
+            keep_recent=4,
+        )
+        env = ActivityEnvironment()
+        distilled = await env.run(compactor.compact, request)
+        fallback = await env.run(compactor.compact, request)
+        prompt = server.requests[0].prompt_text()
+
+    assert distilled.tokens_used == 300
+    assert distilled.notebook.stats["llm_lessons"] == ["tile 64 is steady at 1.1x", "never split K"]
+    assert distilled.notebook.lessons[-2:] == ["tile 64 is steady at 1.1x", "never split K"]
+    assert len(distilled.notebook.entries) == 4
+    assert prompt.index("Goal: 2.5x geomean speedup over the baseline (beat FLA)") < prompt.index("1 #0 tile 64: ok 1.1x")
+    assert fallback.notebook == nb.compact(request.notebook, 4) and fallback.tokens_used == 0
