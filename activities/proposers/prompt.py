@@ -41,9 +41,8 @@ def goal_section(goal: Goal, best: Optional[BestKernel]) -> str:
     current = None
     if best is not None:
         current = best.speedup if goal.objective == "speedup" else best.roofline
+    # describe() carries the user's free-text intent, in their words.
     lines = [GOAL_HEADING, f"Reach {goal.describe()}."]
-    if goal.intent:
-        lines.append(f"What the user wants: {goal.intent}")
     if current is None:
         lines.append("No candidate has been accepted yet.")
     else:
@@ -63,6 +62,7 @@ def problem_section(problem: Problem) -> str:
     if bench:
         out_shape, out_dtype = problem.output(bench[0], problem.gpu_dtype)
         example = f" For {problem.describe_shape(bench[0])} the output is {list(out_shape)} in {out_dtype}."
+    tolerance = ", ".join(f"{v:g} in {k}" for k, v in problem.tolerance.items() if k in (problem.gpu_dtype, problem.cpu_dtype))
     lines = [f"{PROBLEM_HEADING}: {problem.name} ({problem.title})"]
     if about:
         lines.append(about)
@@ -74,7 +74,7 @@ def problem_section(problem: Problem) -> str:
         + "; ".join(problem.describe_shape(s) for s in problem.shapes.get("verify", ()))
         + ".",
         f"Tensors come in {problem.gpu_dtype} on the GPU ({problem.cpu_dtype} under the interpreter); "
-        f"allowed relative RMS error: {problem.tolerance}.{example}",
+        f"allowed relative RMS error against the reference: {tolerance}.{example}",
     ]
     if problem.causal is not None:
         lines.append(f"Causal along {problem.causal.dim}: an output at position t may only depend on inputs <= t.")

@@ -104,7 +104,7 @@ class FakeOpenAIServer:
             return len(self._replies)
 
     def start(self) -> "FakeOpenAIServer":
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
