@@ -1,0 +1,320 @@
+"""Benchmark our kernel against the baselines of any problem, side by side on one GPU.
+
+For each shape: several input sets are drawn; our kernel and every baseline are first checked
+against the high-precision reference (a provider that fails is reported as failing and no
+speedup is computed from it); then all providers are timed interleaved with the L2 cache
+flushed (``kernels.timing.time_interleaved``), and the problem's launch-bound shapes are
+timed again under CUDA-graph replay, labelled ``graph``. Each row gives milliseconds, the
+speedup over the primary baseline and over the fastest baseline, TFLOP/s, GB/s and the
+fraction of the roofline.
+
+Without a CUDA GPU the benchmark refuses (exit status 2): interpreter timings say nothing about
+GPU performance, and correctness on the CPU is the judge's and the tests' job.
+
+    python -m kernels.bench mla-decode [--shapes bench|verify|cpu] [--reps N] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import statistics
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence, TextIO
+
+# H200 ceilings measured here (../shared/ANCHORS.md): dense matrix rate and copy bandwidth.
+H200_PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float32": 395.0}
+H200_BANDWIDTH_TBS = 4.3
+OURS = "ours"
+CHECK_SEEDS = (11, 12)
+TIMING_SEEDS = (101, 102, 103)
+EXIT_NO_GPU = 2
+EXIT_INCORRECT = 1
+
+
+def roofline_ms(flops: float, nbytes: float, peak_tflops: float, bandwidth_tbs: float) -> float:
+    """The floor: the larger of compute time and memory time, in milliseconds."""
+    if flops < 0 or nbytes < 0 or peak_tflops <= 0 or bandwidth_tbs <= 0:
+        raise ValueError(
+            f"roofline needs flops, bytes >= 0 and positive ceilings; got flops={flops}, bytes={nbytes}, "
+            f"peak={peak_tflops} TFLOP/s, bandwidth={bandwidth_tbs} TB/s"
+        )
+    return max(flops / (peak_tflops * 1e12), nbytes / (bandwidth_tbs * 1e12)) * 1e3
+
+
+def throughput(flops: float, nbytes: float, ms: float) -> tuple[float, float]:
+    """(TFLOP/s, GB/s) achieved in ``ms`` milliseconds."""
+    if ms <= 0:
+        raise ValueError(f"time must be positive, got {ms} ms")
+    seconds = ms * 1e-3
+    return flops / seconds / 1e12, nbytes / seconds / 1e9
+
+
+def call_model(formula: Callable[..., float], shape: tuple[int, ...], dtype: str) -> float:
+    """Call a flop or byte formula that takes ``(shape)`` or ``(shape, dtype)``."""
+    positional = [
+        p for p in inspect.signature(formula).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return float(formula(shape, dtype) if len(positional) >= 2 else formula(shape))
+
+
+def relative_rms_error(out: Any, ref: Any) -> float:
+    """‖out − ref‖₂ / ‖ref‖₂ in float64; infinity when ``out`` holds NaN or Inf."""
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValueError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
+    out64, ref64 = out.detach().double(), ref.detach().double().to(out.device)
+    if not bool(torch.isfinite(out64).all()):
+        return float("inf")
+    return float((out64 - ref64).norm() / ref64.norm().clamp_min(1e-30))
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A left-aligned first column and right-aligned others; floats keep 4 significant digits."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return "-" if value is None else str(value)
+
+    text = [[cell(v) for v in header]] + [[cell(v) for v in row] for row in rows]
+    if any(len(r) != len(header) for r in text):
+        raise ValueError(f"every row needs {len(header)} cells")
+    widths = [max(len(r[i]) for r in text) for i in range(len(header))]
+    lines = []
+    for r in text:
+        parts = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class Check:
+    """Correctness of one provider at one shape: the worst error over the check seeds."""
+
+    label: str
+    error: float
+    tolerance: float
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason and self.error <= self.tolerance
+
+
+def check_providers(
+    problem: Any,
+    shape: tuple[int, ...],
+    providers: dict[str, Callable[..., Any]],
+    *,
+    device: str,
+    dtype: str,
+    seeds: Sequence[int] = CHECK_SEEDS,
+) -> dict[str, Check]:
+    """Run every provider on fresh inputs per seed and compare with the reference."""
+    reference = problem.load_reference()
+    tolerance = problem.tolerance[dtype]
+    expected_shape, expected_dtype = problem.output(shape, dtype)
+    checks = {label: Check(label, 0.0, tolerance) for label in providers}
+    for seed in seeds:
+        inputs = problem.make_inputs(shape, seed, device, dtype)
+        ref = reference(**inputs)
+        for label, fn in providers.items():
+            check = checks[label]
+            if check.reason:
+                continue
+            try:
+                out = fn(**inputs)
+            except Exception as error:  # a failing provider is reported, not fatal
+                check.reason = f"{type(error).__name__}: {error}"
+                continue
+            if tuple(out.shape) != tuple(expected_shape) or str(out.dtype).removeprefix("torch.") != expected_dtype:
+                check.reason = f"returned {tuple(out.shape)} {out.dtype}, expected {tuple(expected_shape)} {expected_dtype}"
+                continue
+            check.error = max(check.error, relative_rms_error(out, ref))
+    return checks
+
+
+@dataclass
+class Row:
+    """One timing mode of one shape."""
+
+    shape: str
+    mode: str
+    ms: dict[str, float | None] = field(default_factory=dict)
+    speedup_primary: float | None = None
+    speedup_best: float | None = None
+    tflops: float | None = None
+    gbs: float | None = None
+    roofline_pct: float | None = None
+    spread: float | None = None
+
+
+def summarize(
+    shape_label: str,
+    mode: str,
+    ms: dict[str, float | None],
+    primary: str,
+    flops: float,
+    nbytes: float,
+    floor_ms: float,
+    spread: float | None = None,
+) -> Row:
+    """Derive speedups and rates from the per-provider times; None where a time is missing."""
+    row = Row(shape=shape_label, mode=mode, ms=dict(ms), spread=spread)
+    ours = ms.get(OURS)
+    if not ours:
+        return row
+    row.tflops, row.gbs = throughput(flops, nbytes, ours)
+    row.roofline_pct = 100.0 * floor_ms / ours
+    baseline_times = [t for label, t in ms.items() if label != OURS and t]
+    if ms.get(primary):
+        row.speedup_primary = ms[primary] / ours
+    if baseline_times:
+        row.speedup_best = min(baseline_times) / ours
+    return row
+
+
+def device_fingerprint() -> dict[str, str]:
+    import torch
+    import triton
+
+    return {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "triton": triton.__version__,
+    }
+
+
+def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO) -> dict[str, Any]:
+    """Check and time every shape of ``shape_set`` on the current GPU; print the table."""
+    import torch
+
+    from kernels.timing import L2Flusher, geomean, time_graph_replay, time_interleaved
+
+    device, dtype = "cuda", problem.gpu_dtype
+    baselines = problem.load_baselines(device)
+    primary = next(iter(baselines))
+    providers = {**baselines, OURS: problem.load_ours()}
+    launch_bound = {tuple(s) for s in problem.extra.get("launch_bound_shapes", ())}
+    fingerprint = device_fingerprint()
+    flusher = L2Flusher(device)
+    peak = H200_PEAK_TFLOPS.get(dtype, H200_PEAK_TFLOPS["bfloat16"])
+    print(
+        f"{problem.name} on {fingerprint['gpu']} (torch {fingerprint['torch']}, CUDA {fingerprint['cuda']}, "
+        f"triton {fingerprint['triton']}), {dtype}; roofline from {peak:g} TFLOP/s and "
+        f"{H200_BANDWIDTH_TBS:g} TB/s; primary baseline: {primary}",
+        file=out, flush=True,
+    )
+    rows: list[Row] = []
+    checks_out: dict[str, dict[str, Any]] = {}
+    failed = False
+    for shape in problem.shape_set(shape_set):
+        shape = tuple(shape)
+        label = problem.describe_shape(shape)
+        checks = check_providers(problem, shape, providers, device=device, dtype=dtype)
+        checks_out[label] = {k: {**asdict(c), "ok": c.ok} for k, c in checks.items()}
+        for check in checks.values():
+            if not check.ok:
+                print(f"  {label}: {check.label} FAILED the check (error {check.error:.3g}, "
+                      f"tolerance {check.tolerance:g}) {check.reason}", file=out, flush=True)
+        if not checks[OURS].ok:
+            failed = True
+            continue
+        timed = {k: fn for k, fn in providers.items() if checks[k].ok}
+        input_sets = [problem.make_inputs(shape, seed, device, dtype) for seed in TIMING_SEEDS]
+        flops = call_model(problem.flops, shape, dtype)
+        nbytes = call_model(problem.bytes_moved, shape, dtype)
+        floor_ms = roofline_ms(flops, nbytes, peak, H200_BANDWIDTH_TBS)
+        samples = time_interleaved(timed, input_sets, reps=reps, flusher=flusher)
+        ms = {k: (samples[k].median_ms if k in samples else None) for k in providers}
+        rows.append(summarize(label, "events", ms, primary, flops, nbytes, floor_ms, samples[OURS].spread))
+        if shape in launch_bound:
+            graph_ms = {k: (time_graph_replay(fn, input_sets[0], flusher=flusher).median_ms if k in timed else None)
+                        for k, fn in providers.items()}
+            rows.append(summarize(label, "graph", graph_ms, primary, flops, nbytes, floor_ms))
+        print(f"  {label}: " + ", ".join(f"{k} {v:.4g} ms" for k, v in ms.items() if v), file=out, flush=True)
+        del input_sets
+        torch.cuda.empty_cache()
+
+    labels = list(providers)
+    header = ["shape", "timing"] + [f"{k} ms" for k in labels] + [f"x {primary}", "x best", "TFLOP/s", "GB/s", "% roof"]
+    table_rows = [
+        [r.shape, r.mode] + [r.ms.get(k) for k in labels]
+        + [r.speedup_primary, r.speedup_best, r.tflops, r.gbs, r.roofline_pct]
+        for r in rows
+    ]
+    print(format_table(header, table_rows), file=out)
+    summary: dict[str, Any] = {}
+    for mode in ("events", "graph"):
+        primary_x = [r.speedup_primary for r in rows if r.mode == mode and r.speedup_primary]
+        best_x = [r.speedup_best for r in rows if r.mode == mode and r.speedup_best]
+        if primary_x:
+            summary[mode] = {"geomean_x_primary": geomean(primary_x), "geomean_x_best": geomean(best_x),
+                             "shapes": len(primary_x)}
+            print(f"geomean ({mode}, {len(primary_x)} shapes): {geomean(primary_x):.3g}x over {primary}, "
+                  f"{geomean(best_x):.3g}x over the fastest baseline", file=out)
+    if failed:
+        print("our kernel FAILED the correctness check on some shapes: no speedup reported for them", file=out)
+    return {
+        "problem": problem.name,
+        "shape_set": shape_set,
+        "dtype": dtype,
+        "device": fingerprint,
+        "primary": primary,
+        "rows": [asdict(r) for r in rows],
+        "checks": checks_out,
+        "geomean": summary,
+        "ours_correct": not failed,
+        "reps": reps,
+        "median_spread": statistics.median([r.spread for r in rows if r.spread is not None] or [0.0]),
+    }
+
+
+def run(problem_name: str, shape_set: str = "bench", reps: int = 30, json_path: str | None = None,
+        out: TextIO = sys.stdout) -> int:
+    """Exit status: 0 measured, 1 our kernel failed a check, 2 no GPU here."""
+    import torch
+
+    from kernels.registry import get_problem
+
+    problem = get_problem(problem_name)
+    problem.shape_set(shape_set)
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    if not torch.cuda.is_available():
+        print(
+            "marathon bench needs a CUDA GPU: interpreter timings would say nothing about GPU performance. "
+            "On this machine, check correctness with the tests or `marathon judge`.",
+            file=sys.stderr,
+        )
+        return EXIT_NO_GPU
+    result = bench_problem(problem, shape_set, reps, out)
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump(result, handle, indent=2)
+    return 0 if result["ours_correct"] else EXIT_INCORRECT
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("problem", help="problem name, e.g. mla-decode or kda")
+    parser.add_argument("--shapes", default="bench", help="shape set: bench, verify or cpu (default bench)")
+    parser.add_argument("--reps", type=int, default=30, help="timed repetitions per provider (default 30)")
+    parser.add_argument("--json", dest="json_path", default=None, help="also write the results to this file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args.problem, args.shapes, args.reps, args.json_path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""MLA decode (absorbed form) in Triton: split the sequence, then merge by log-sum-exp.
+
+Kernel 1 (split): program (split, b, head block) reads its slice of the KV cache once, in
+tiles of BLOCK_N rows. Each tile is used twice: all 576 dims as the key against every head of
+the block, then its first 512 dims as the value. An online softmax (base 2) keeps a running
+maximum and sum per head. The program writes the normalized partial output and its
+log2-sum-exp.
+
+Kernel 2 (combine): program (b·h, value slice) weights the partials of every split by
+2^(lse_s - max) / sum and writes the output in the input dtype.
+
+The split count is chosen on the host so that splits · B · head blocks reaches about
+``programs_target`` programs (the H200 has 132 SMs), with no empty split.
+
+The host code only allocates, reshapes and launches: this file is also a candidate source for
+the judge, which forbids PyTorch compute. Every knob lives in ``CONFIG`` so the search space
+can rewrite it.
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+CONFIG = {
+    "block_n": 64,
+    "block_h": 64,
+    "num_warps": 8,
+    "num_stages": 2,
+    "programs_target": 132,
+    "min_split_tokens": 64,
+    "partial_dtype": "float32",
+    "combine_block_dv": 128,
+    "combine_block_s": 32,
+    "combine_num_warps": 4,
+}
+
+D_LATENT = 512
+D_ROPE = 64
+D_QK = D_LATENT + D_ROPE
+LOG2_E = 1.0 / math.log(2.0)
+_SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@triton.jit
+def _mla_split_kernel(
+    Q, KV, O_PART, LSE_PART,
+    qk_scale_log2, seq_len, num_heads, split_len,
+    stride_qb, stride_qh,
+    stride_kvb, stride_kvs,
+    stride_pb, stride_ph, stride_ps,
+    stride_lb, stride_lh,
+    D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    split = tl.program_id(0)
+    b = tl.program_id(1).to(tl.int64)
+    offs_h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask_h = offs_h < num_heads
+    offs_c = tl.arange(0, D_LATENT)
+    offs_r = tl.arange(0, D_ROPE)
+
+    q_rows = Q + b * stride_qb + offs_h[:, None] * stride_qh
+    q_lat = tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0)  # [BLOCK_H, 512]
+    q_rope = tl.load(q_rows + D_LATENT + offs_r[None, :], mask=mask_h[:, None], other=0.0)  # [BLOCK_H, 64]
+
+    start = split * split_len
+    end = tl.minimum(start + split_len, seq_len)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, D_LATENT], tl.float32)
+    kv_batch = KV + b * stride_kvb
+    # The host never makes an empty split, so every tile holds at least one valid row and
+    # the running maximum is finite after the first tile.
+    for n0 in range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < end
+        kv_rows = kv_batch + offs_n[:, None].to(tl.int64) * stride_kvs
+        lat = tl.load(kv_rows + offs_c[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 512]: K and V
+        rope = tl.load(kv_rows + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 64]
+        # [BLOCK_H, 512] @ [512, BLOCK_N] + [BLOCK_H, 64] @ [64, BLOCK_N] -> [BLOCK_H, BLOCK_N]
+        s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)
+        s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
+        s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        # [BLOCK_H, BLOCK_N] @ [BLOCK_N, 512] -> [BLOCK_H, 512]: the same tile, now as V
+        acc = tl.dot(p.to(lat.dtype), lat, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
+        m_i = m_new
+
+    o = acc / l_i[:, None]
+    part_rows = O_PART + b * stride_pb + offs_h[:, None] * stride_ph + split * stride_ps
+    tl.store(part_rows + offs_c[None, :], o.to(O_PART.dtype.element_ty), mask=mask_h[:, None])
+    tl.store(LSE_PART + b * stride_lb + offs_h * stride_lh + split, m_i + tl.log2(l_i), mask=mask_h)
+
+
+@triton.jit
+def _mla_combine_kernel(
+    O_PART, LSE_PART, OUT,
+    num_heads, num_splits,
+    stride_pb, stride_ph, stride_ps,
+    stride_lb, stride_lh,
+    stride_ob, stride_oh,
+    SPLITS_P2: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    row = tl.program_id(0)
+    b = (row // num_heads).to(tl.int64)
+    h = row % num_heads
+    offs_v = tl.program_id(1) * BLOCK_DV + tl.arange(0, BLOCK_DV)
+    lse_row = LSE_PART + b * stride_lb + h * stride_lh
+    part_row = O_PART + b * stride_pb + h * stride_ph
+
+    offs_all = tl.arange(0, SPLITS_P2)
+    lse_all = tl.load(lse_row + offs_all, mask=offs_all < num_splits, other=float("-inf"))  # [SPLITS_P2]
+    lse_max = tl.max(lse_all, axis=0)
+    total = tl.sum(tl.exp2(lse_all - lse_max), axis=0)
+
+    acc = tl.zeros([BLOCK_DV], tl.float32)
+    for s0 in range(0, num_splits, BLOCK_S):
+        offs_s = s0 + tl.arange(0, BLOCK_S)
+        mask_s = offs_s < num_splits
+        w = tl.exp2(tl.load(lse_row + offs_s, mask=mask_s, other=float("-inf")) - lse_max)  # [BLOCK_S]
+        part = tl.load(part_row + offs_s[:, None] * stride_ps + offs_v[None, :], mask=mask_s[:, None], other=0.0)
+        acc += tl.sum(part.to(tl.float32) * w[:, None], axis=0)  # [BLOCK_S, BLOCK_DV] -> [BLOCK_DV]
+    tl.store(OUT + b * stride_ob + h * stride_oh + offs_v, (acc / total).to(OUT.dtype.element_ty))
+
+
+def split_plan(batch: int, heads: int, seq_len: int, config: dict = CONFIG) -> dict:
+    """The launch geometry for one shape: head block, split length and split count.
+
+    Splits are whole multiples of ``block_n`` and none is empty.
+    """
+    block_n = config["block_n"]
+    block_h = min(config["block_h"], max(16, triton.next_power_of_2(heads)))
+    head_blocks = triton.cdiv(heads, block_h)
+    wanted_splits = max(1, triton.cdiv(config["programs_target"], batch * head_blocks))
+    split_len = max(triton.cdiv(seq_len, wanted_splits), config["min_split_tokens"], 1)
+    split_len = triton.cdiv(split_len, block_n) * block_n
+    return {
+        "block_h": block_h,
+        "head_blocks": head_blocks,
+        "split_len": split_len,
+        "num_splits": triton.cdiv(seq_len, split_len),
+    }
+
+
+def _check_inputs(q, kv, scale) -> None:
+    if not isinstance(q, torch.Tensor) or not isinstance(kv, torch.Tensor):
+        raise ValueError("q and kv must be tensors")
+    if q.dim() != 3 or q.shape[2] != D_QK:
+        raise ValueError(f"q must be [B, H, {D_QK}], got {tuple(q.shape)}")
+    if kv.dim() != 3 or kv.shape[2] != D_QK:
+        raise ValueError(f"kv must be [B, S, {D_QK}], got {tuple(kv.shape)}")
+    if q.shape[0] != kv.shape[0]:
+        raise ValueError(f"q has batch {q.shape[0]} but kv has batch {kv.shape[0]}")
+    if q.shape[0] < 1 or q.shape[1] < 1 or kv.shape[1] < 1:
+        raise ValueError(f"B, H and S must be positive, got B={q.shape[0]}, H={q.shape[1]}, S={kv.shape[1]}")
+    if q.dtype != kv.dtype or q.dtype not in _SUPPORTED_DTYPES:
+        raise ValueError(f"q and kv must share a dtype among {_SUPPORTED_DTYPES}, got {q.dtype} and {kv.dtype}")
+    if q.device != kv.device:
+        raise ValueError(f"q is on {q.device} but kv is on {kv.device}")
+    if q.stride(2) != 1 or kv.stride(2) != 1:
+        raise ValueError(f"the last dim must be contiguous, got strides {q.stride()} and {kv.stride()}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+
+
+def _partial_dtype(dtype: torch.dtype) -> torch.dtype:
+    # fp32 inputs keep fp32 partials: the interpreter tests hold them to a 1e-4 tolerance.
+    if dtype == torch.float32:
+        return torch.float32
+    return getattr(torch, CONFIG["partial_dtype"])
+
+
+def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan) -> torch.Tensor:
+    """Launch both kernels into caller-provided buffers (tests poison them with NaN).
+
+    out: [B, H, 512]; o_part: [B, H, num_splits, 512]; lse_part: [B, H, num_splits] fp32.
+    """
+    batch, heads, _ = q.shape
+    seq_len = kv.shape[1]
+    num_splits = plan["num_splits"]
+    input_precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    _mla_split_kernel[(num_splits, batch, plan["head_blocks"])](
+        q, kv, o_part, lse_part,
+        float(scale) * LOG2_E, seq_len, heads, plan["split_len"],
+        q.stride(0), q.stride(1),
+        kv.stride(0), kv.stride(1),
+        o_part.stride(0), o_part.stride(1), o_part.stride(2),
+        lse_part.stride(0), lse_part.stride(1),
+        D_LATENT=D_LATENT, D_ROPE=D_ROPE,
+        BLOCK_H=plan["block_h"], BLOCK_N=CONFIG["block_n"],
+        INPUT_PRECISION=input_precision,
+        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+    )
+    splits_p2 = triton.next_power_of_2(num_splits)
+    block_dv = CONFIG["combine_block_dv"]
+    _mla_combine_kernel[(batch * heads, D_LATENT // block_dv)](
+        o_part, lse_part, out,
+        heads, num_splits,
+        o_part.stride(0), o_part.stride(1), o_part.stride(2),
+        lse_part.stride(0), lse_part.stride(1),
+        out.stride(0), out.stride(1),
+        SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2), BLOCK_DV=block_dv,
+        num_warps=CONFIG["combine_num_warps"],
+    )
+    return out
+
+
+def mla_decode(q, kv, scale):
+    """o = softmax(scale · q·kvᵀ) · kv[..., :512], with kv both key (576 dims) and value (512).
+
+    q: [B, H, 576], kv: [B, S, 576] (bf16, fp16 or fp32; last dim contiguous), scale: float.
+    Returns o: [B, H, 512] in q's dtype.
+    """
+    _check_inputs(q, kv, scale)
+    batch, heads, _ = q.shape
+    plan = split_plan(batch, heads, kv.shape[1])
+    out = torch.empty((batch, heads, D_LATENT), dtype=q.dtype, device=q.device)
+    o_part = torch.empty((batch, heads, plan["num_splits"], D_LATENT), dtype=_partial_dtype(q.dtype), device=q.device)
+    lse_part = torch.empty((batch, heads, plan["num_splits"]), dtype=torch.float32, device=q.device)
+    return mla_decode_into(q, kv, scale, out, o_part, lse_part, plan)
+
+
+def kernel(q, kv, scale):
+    return mla_decode(q, kv, scale)

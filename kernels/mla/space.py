@@ -1,0 +1,108 @@
+"""The knobs of our MLA decode kernels, and a renderer from a point to a candidate source.
+
+A point is a dict with exactly the keys of ``decode.CONFIG``. ``render`` returns the text of
+``decode.py`` with its ``CONFIG`` literal replaced: a standalone candidate that imports only
+torch, triton and math, and defines ``kernel(q, kv, scale)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+_DECODE_PATH = Path(__file__).with_name("decode.py")
+_CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
+
+SPACE: dict[str, tuple[Any, ...]] = {
+    "block_n": (16, 32, 64, 128),
+    "block_h": (16, 32, 64, 128),
+    "num_warps": (4, 8),
+    "num_stages": (1, 2, 3, 4),
+    "programs_target": (66, 132, 264, 528),
+    "min_split_tokens": (32, 64, 128, 256, 512, 1024),
+    "partial_dtype": ("float32", "bfloat16"),
+    "combine_block_dv": (64, 128, 256, 512),
+    "combine_block_s": (8, 16, 32, 64),
+    "combine_num_warps": (1, 2, 4, 8),
+}
+
+# Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the
+# fp32 accumulator [block_h, 512] take at most half.
+SHARED_MEMORY_LIMIT = 227 * 1024
+ACCUMULATOR_REGISTERS_LIMIT = 128
+_D_QK, _D_LATENT, _ELEMENT = 576, 512, 2
+
+
+def _source_config(source: str) -> dict[str, Any]:
+    match = _CONFIG_PATTERN.search(source)
+    if not match:
+        raise ValueError("decode.py has no 'CONFIG = {...}' literal at the start of a line")
+    return ast.literal_eval(match.group(0).split("=", 1)[1].strip())
+
+
+DEFAULT: dict[str, Any] = _source_config(_DECODE_PATH.read_text())
+
+
+def shared_memory_estimate(point: dict[str, Any]) -> int:
+    """Bytes: the pipelined KV tiles, the query block and the probability tile."""
+    kv_tiles = point["num_stages"] * point["block_n"] * _D_QK * _ELEMENT
+    query = point["block_h"] * _D_QK * _ELEMENT
+    probs = point["block_h"] * point["block_n"] * _ELEMENT
+    return kv_tiles + query + probs
+
+
+def accumulator_registers(point: dict[str, Any]) -> int:
+    """fp32 registers per thread that the [block_h, 512] accumulator occupies."""
+    return point["block_h"] * _D_LATENT // (point["num_warps"] * 32)
+
+
+def validate(point: dict[str, Any]) -> list[str]:
+    """Reasons the point is not a valid configuration; empty when it is."""
+    problems = []
+    missing = sorted(set(SPACE) - set(point))
+    unknown = sorted(set(point) - set(SPACE))
+    if missing:
+        problems.append(f"missing knobs: {missing}")
+    if unknown:
+        problems.append(f"unknown knobs: {unknown}")
+    for name, allowed in SPACE.items():
+        if name in point and point[name] not in allowed:
+            problems.append(f"{name}={point[name]!r} is not one of {list(allowed)}")
+    if problems:
+        return problems
+    smem = shared_memory_estimate(point)
+    if smem > SHARED_MEMORY_LIMIT:
+        problems.append(f"shared memory estimate {smem} B exceeds {SHARED_MEMORY_LIMIT} B")
+    regs = accumulator_registers(point)
+    if regs > ACCUMULATOR_REGISTERS_LIMIT:
+        problems.append(
+            f"accumulator needs {regs} registers per thread (block_h={point['block_h']}, "
+            f"num_warps={point['num_warps']}); limit {ACCUMULATOR_REGISTERS_LIMIT}"
+        )
+    return problems
+
+
+def describe(point: dict[str, Any]) -> str:
+    """One line for people and for the notebook of a run."""
+    return (
+        f"split kernel block_n={point['block_n']} block_h={point['block_h']} warps={point['num_warps']} "
+        f"stages={point['num_stages']}; splits for ~{point['programs_target']} programs, "
+        f">= {point['min_split_tokens']} tokens each, {point['partial_dtype']} partials; "
+        f"combine dv={point['combine_block_dv']} s={point['combine_block_s']} warps={point['combine_num_warps']}"
+    )
+
+
+def _config_literal(point: dict[str, Any]) -> str:
+    lines = [f"    {name!r}: {point[name]!r},".replace("'", '"') for name in SPACE]
+    return "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
+
+
+def render(point: dict[str, Any]) -> str:
+    """decode.py with CONFIG set to ``point``; raises ValueError for an invalid point."""
+    problems = validate(point)
+    if problems:
+        raise ValueError("invalid mla-decode point: " + "; ".join(problems))
+    source = _DECODE_PATH.read_text()
+    return _CONFIG_PATTERN.sub(lambda _: _config_literal(point), source, count=1)

@@ -1,0 +1,143 @@
+"""MLA decode: reference, input factory, our Triton kernels (interpreter, float32), checks."""
+
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernels.mla.baseline import baselines
+from kernels.mla.decode import CONFIG, mla_decode, mla_decode_into, split_plan
+from kernels.mla.definition import PROBLEM, bytes_moved, flops, make_inputs
+from kernels.mla.reference import reference, reference_naive
+from kernels.registry import get_problem
+
+CPU_SHAPES = PROBLEM.shapes["cpu"]
+ODD_SHAPES = ((1, 5, 1), (1, 8, 65), (2, 17, 127))
+TOL32 = PROBLEM.tolerance["float32"]
+
+
+def shape_id(shape):
+    return "B{}-H{}-S{}".format(*shape)
+
+
+def rel_rms(out, ref):
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def test_registry_finds_the_problem():
+    assert get_problem("mla-decode") is PROBLEM
+    assert PROBLEM.input_names == ("q", "kv", "scale")
+    assert PROBLEM.causal is None
+
+
+@pytest.mark.parametrize("shape", CPU_SHAPES + ((1, 3, 1),), ids=shape_id)
+def test_reference_agrees_with_naive_formulation(shape):
+    inputs = make_inputs(shape, seed=3, dtype="float32")
+    assert rel_rms(reference(**inputs), reference_naive(**inputs)) < 1e-6
+
+
+def test_single_token_attends_to_itself_whatever_the_query():
+    inputs = make_inputs((2, 4, 1), seed=5, dtype="float32")
+    out = reference(**inputs)
+    expected = inputs["kv"][:, :1, :512].expand(2, 4, 512)
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_make_inputs_is_deterministic_per_seed():
+    a = make_inputs((2, 4, 50), seed=7, dtype="bfloat16")
+    b = make_inputs((2, 4, 50), seed=7, dtype=torch.bfloat16)
+    c = make_inputs((2, 4, 50), seed=8, dtype="bfloat16")
+    assert torch.equal(a["q"], b["q"]) and torch.equal(a["kv"], b["kv"])
+    assert not torch.equal(a["q"], c["q"]) and not torch.equal(a["kv"], c["kv"])
+    assert a["q"].shape == (2, 4, 576) and a["kv"].shape == (2, 50, 576) and a["q"].dtype == torch.bfloat16
+    assert a["scale"] == pytest.approx(1 / math.sqrt(192))
+
+
+def test_softmax_is_neither_flat_nor_one_hot():
+    inputs = make_inputs((1, 16, 4096), seed=1, dtype="float32")
+    probs = torch.softmax(inputs["scale"] * torch.einsum("bhd,bsd->bhs", inputs["q"], inputs["kv"]), -1)
+    support = (1.0 / probs.pow(2).sum(-1)).median().item()
+    assert 10 < support < 0.2 * 4096
+
+
+def test_flop_and_byte_models_match_the_research_numbers():
+    assert flops((1, 64, 8192)) == 1_140_850_688
+    assert bytes_moved((1, 64, 8192), "bfloat16") == 9_576_448
+    assert bytes_moved((1, 64, 8192), "float32") == 2 * 9_576_448
+    assert PROBLEM.output((3, 16, 100), "bfloat16") == ((3, 16, 512), "bfloat16")
+
+
+@pytest.mark.parametrize("shape", CPU_SHAPES + ODD_SHAPES, ids=shape_id)
+def test_kernel_matches_reference(shape):
+    inputs = make_inputs(shape, seed=shape[2], dtype="float32")
+    out = mla_decode(**inputs)
+    assert out.shape == (shape[0], shape[1], 512) and out.dtype == torch.float32
+    assert rel_rms(out, reference(**inputs)) < TOL32
+
+
+def test_kernel_writes_every_output_and_reads_every_split():
+    inputs = make_inputs((2, 3, 130), seed=2, dtype="float32")
+    q, kv = inputs["q"], inputs["kv"]
+    plan = split_plan(2, 3, 130)
+    assert plan["num_splits"] > 1
+    out = torch.full((2, 3, 512), float("nan"))
+    o_part = torch.full((2, 3, plan["num_splits"], 512), float("nan"))
+    lse_part = torch.full((2, 3, plan["num_splits"]), float("nan"))
+    mla_decode_into(q, kv, inputs["scale"], out, o_part, lse_part, plan)
+    assert torch.isfinite(out).all() and torch.isfinite(o_part).all() and torch.isfinite(lse_part).all()
+    assert rel_rms(out, reference(**inputs)) < TOL32
+
+
+@pytest.mark.parametrize("batch,heads,seq", [(1, 64, 8192), (1, 128, 8192), (32, 64, 8192), (64, 128, 4096),
+                                             (1, 64, 65536), (1, 3, 1), (3, 64, 777), (2, 16, 4097)])
+def test_split_plan_covers_the_sequence_without_empty_splits(batch, heads, seq):
+    plan = split_plan(batch, heads, seq)
+    assert plan["split_len"] % CONFIG["block_n"] == 0
+    assert (plan["num_splits"] - 1) * plan["split_len"] < seq <= plan["num_splits"] * plan["split_len"]
+    assert plan["head_blocks"] * plan["block_h"] >= heads
+    assert plan["block_h"] >= 16
+
+
+def test_headline_plan_fills_the_gpu():
+    plan = split_plan(1, 64, 8192)
+    assert plan["head_blocks"] == 1  # one program owns all 64 heads of its KV slice
+    assert plan["num_splits"] * plan["head_blocks"] >= 64
+
+
+@pytest.mark.parametrize(
+    "q_shape,kv_shape,scale,message",
+    [
+        ((1, 4, 512), (1, 10, 576), 0.1, "q must be [B, H, 576], got (1, 4, 512)"),
+        ((1, 4, 576), (1, 10, 512), 0.1, "kv must be [B, S, 576], got (1, 10, 512)"),
+        ((2, 4, 576), (3, 10, 576), 0.1, "q has batch 2 but kv has batch 3"),
+        ((1, 4, 576), (1, 0, 576), 0.1, "S=0"),
+        ((1, 4, 576), (1, 10, 576), -1.0, "scale must be a positive finite number, got -1.0"),
+        ((1, 4, 576), (1, 10, 576), float("nan"), "scale must be a positive finite number"),
+    ],
+)
+def test_input_checks_name_the_numbers(q_shape, kv_shape, scale, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mla_decode(torch.zeros(q_shape), torch.zeros(kv_shape), scale)
+
+
+def test_input_checks_reject_mixed_dtypes_and_strided_rows():
+    with pytest.raises(ValueError, match="share a dtype"):
+        mla_decode(torch.zeros(1, 4, 576), torch.zeros(1, 10, 576, dtype=torch.float64), 0.1)
+    with pytest.raises(ValueError, match="last dim must be contiguous"):
+        mla_decode(torch.zeros(1, 4, 576), torch.zeros(1, 576, 10).transpose(1, 2), 0.1)
+
+
+def test_cpu_baseline_is_eager_and_correct():
+    fns = baselines("cpu")
+    assert list(fns) == ["eager"]
+    inputs = make_inputs((2, 3, 130), seed=4, dtype="float32")
+    assert rel_rms(fns["eager"](**inputs), reference(**inputs)) < TOL32
+
+
+def test_importing_the_definition_does_not_import_triton():
+    code = "import sys, kernels.mla, kernels.mla.definition; print('triton' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
