@@ -253,3 +253,26 @@ def verify_token(session: Session, plaintext: str) -> bool:
     token.last_used_at = utcnow()
     session.flush()
     return True
+
+
+def attempt_series(session: Session, run_id: str) -> list[tuple[int, int, str, Optional[float]]]:
+    """Every attempt of a run as (iteration, index, status, speedup), ordered: the run page's plot."""
+    rows = session.execute(
+        select(Attempt.iteration, Attempt.index, Attempt.status, Attempt.speedup)
+        .where(Attempt.run_id == run_id)
+        .order_by(Attempt.iteration, Attempt.index)
+    ).all()
+    return [tuple(row) for row in rows]
+
+
+def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[Attempt]:
+    """The latest ``limit`` attempts, newest first."""
+    _check_page(0, limit)
+    return list(
+        session.scalars(
+            select(Attempt)
+            .where(Attempt.run_id == run_id)
+            .order_by(Attempt.iteration.desc(), Attempt.index.desc())
+            .limit(limit)
+        ).all()
+    )

@@ -1,0 +1,37 @@
+"""Error bodies: malformed JSON says where it broke; validation errors keep FastAPI's list form."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from api.temporal import TemporalUnavailable
+
+
+def _describe(error: dict) -> dict:
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "")
+        where = error.get("loc", [None, None])[-1]
+        error = {**error, "msg": f"malformed JSON body: {reason} (at character {where})"}
+    error.pop("url", None)
+    return error
+
+
+async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder([_describe(dict(e)) for e in exc.errors()])})
+
+
+async def temporal_unavailable(_request: Request, exc: TemporalUnavailable) -> JSONResponse:
+    return JSONResponse(status_code=503, content={"detail": str(exc)})
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(TemporalUnavailable, temporal_unavailable)
+
+
+def invalid(location: list[str | int], message: str, value: object = None) -> dict:
+    """One validation error in FastAPI's shape, for checks the schema cannot express."""
+    return {"type": "value_error", "loc": location, "msg": message, "input": value}

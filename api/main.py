@@ -1,0 +1,54 @@
+"""The FastAPI application: ``create_app()`` is what uvicorn serves (``api.main:create_app --factory``)."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Optional
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+
+from api import errors
+from api.limits import BodySizeLimit
+from api.routes import health, pages, problems, runs
+from api.temporal import ClientFactory, TemporalGateway
+from marathon.settings import Settings, get_settings
+from store.db import upgrade
+
+
+def create_app(
+    settings: Optional[Settings] = None,
+    temporal_client_factory: Optional[ClientFactory] = None,
+    *,
+    allow_problem_paths: bool = False,
+) -> FastAPI:
+    """Build the API.
+
+    ``temporal_client_factory`` returns a connected ``temporalio.client.Client`` (tests pass the
+    dev server's); by default the settings' address is dialled on first use.
+    ``allow_problem_paths`` lets POST /runs name toy problems as ``"package.module:OBJ"``
+    (tests only: it imports whatever module the request names).
+    """
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await run_in_threadpool(upgrade, settings.resolved_database_url)
+        yield
+
+    app = FastAPI(
+        title="Marathon",
+        summary="Optimize GPU kernels over long horizons, durably (Temporal underneath).",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.temporal = TemporalGateway(settings, temporal_client_factory)
+    app.state.allow_problem_paths = allow_problem_paths
+    errors.install(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(health.router)
+    app.include_router(problems.router)
+    app.include_router(runs.router)
+    app.include_router(pages.router)
+    return app

@@ -1,0 +1,161 @@
+"""The run page (HTML for people) and the token form that lets a browser open it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from api import runs_service as service
+from api.deps import TOKEN_COOKIE, INVALID_TOKEN, page_token_is_valid, token_is_valid
+from api.page import (
+    CONTENT_SECURITY_POLICY,
+    NotebookView,
+    PageData,
+    PlotPoint,
+    render_login_page,
+    render_message_page,
+    render_run_page,
+)
+from api.temporal import TemporalUnavailable
+from kernels.registry import get_problem
+from store import repository
+from store.artifacts import get_text
+from store.db import session_scope
+from workflows.types import Goal, Notebook
+
+router = APIRouter(tags=["pages"])
+
+NOTEBOOK_ROWS = 200
+REFRESH_S = 10
+LOGIN_HINT = "This page needs the API token that `marathon up` printed."
+MAX_FORM_BYTES = 8192
+
+
+def html_response(body: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        body,
+        status_code=status_code,
+        headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff"},
+    )
+
+
+@lru_cache(maxsize=32)
+def _seed_source(problem: str) -> tuple[Optional[str], str]:
+    try:
+        return get_problem(problem).seed_source(), ""
+    except Exception as error:
+        return None, f"The seed kernel could not be rendered: {error}"
+
+
+def _store_view(url: str, run_id: str) -> dict:
+    with session_scope(url) as session:
+        run = repository.get_run(session, run_id)
+        if run is None:
+            raise service.RunNotFound(run_id)
+        points = [PlotPoint(*row) for row in repository.attempt_series(session, run_id)]
+        rows = [
+            {
+                "iteration": a.iteration,
+                "index": a.index,
+                "strategy": a.strategy,
+                "status": a.status,
+                "speedup": a.speedup,
+                "note": a.message,
+            }
+            for a in repository.recent_attempts(session, run_id, limit=NOTEBOOK_ROWS)
+        ]
+        best_source, best_label = None, ""
+        best = repository.get_attempt(session, run.best_attempt_id) if run.best_attempt_id else None
+        if best is not None:
+            try:
+                best_source = get_text(session, best.source_sha)
+            except KeyError:
+                best_source = None
+            speed = "" if best.speedup is None else f", {best.speedup:.3f}x ({best.timing_kind} timing)"
+            best_label = f"Iteration {best.iteration}, candidate {best.index}: {best.strategy}{speed}"
+        return {"run": run, "points": points, "rows": rows, "best_source": best_source, "best_label": best_label}
+
+
+async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook]:
+    try:
+        return await request.app.state.temporal.query(run_id, "notebook", Notebook)
+    except (TemporalUnavailable, Exception):
+        # Finished runs whose worker is gone, or a workflow without that query: the store's rows remain.
+        return None
+
+
+@router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True)
+async def read_run_page(run_id: str, request: Request) -> Response:
+    """The run page: speedup plot, best kernel and its diff against the seed, the notebook."""
+    if not await page_token_is_valid(request):
+        return html_response(render_login_page(request.url.path, LOGIN_HINT), 401)
+    settings = request.app.state.settings
+    temporal = request.app.state.temporal
+    url = settings.resolved_database_url
+    try:
+        view = await run_in_threadpool(_store_view, url, run_id)
+    except service.RunNotFound as error:
+        return html_response(render_message_page("Not found", str(error)), 404)
+    run = view["run"]
+    live = None
+    if run.status not in service.TERMINAL_STATUSES:
+        live = await temporal.live_state(run_id)
+        run = await run_in_threadpool(service.reconcile, url, run, live)
+    public = service.to_public(run, settings, temporal.ui_url(run_id), live)
+    notebook = NotebookView(rows=view["rows"])
+    workflow_notebook = await _workflow_notebook(request, run_id) if live and live.run_status else None
+    if workflow_notebook is not None:
+        notebook.lessons = workflow_notebook.lessons
+        notebook.hints = workflow_notebook.hints
+        notebook.failed_strategies = workflow_notebook.failed_strategies
+    goal = Goal(**public.goal)
+    seed_source, seed_note = (None, "")
+    if view["best_source"] is not None:
+        seed_source, seed_note = await run_in_threadpool(_seed_source, run.problem)
+    data = PageData(
+        run_id=run_id,
+        problem=public.problem,
+        status=public.status,
+        iteration=public.iteration,
+        goal_text=goal.describe(),
+        goal_target=goal.target if goal.objective == "speedup" else None,
+        best_speedup=public.best_speedup,
+        stop_reason=public.stop_reason,
+        phase=public.phase,
+        temporal_url=public.temporal_url,
+        api_url=f"/runs/{run_id}",
+        points=view["points"],
+        best_source=view["best_source"],
+        best_label=view["best_label"],
+        seed_source=seed_source,
+        seed_note=seed_note,
+        notebook=notebook,
+        refresh_s=None if public.status in service.TERMINAL_STATUSES else REFRESH_S,
+    )
+    return html_response(render_run_page(data))
+
+
+def _safe_next(path: str) -> str:
+    """Only this site's run pages: a login form must not become an open redirect."""
+    if path.startswith("/runs/") and path.endswith("/page") and "//" not in path and "\\" not in path:
+        return path
+    return "/docs"
+
+
+@router.post("/login", response_class=HTMLResponse, include_in_schema=False)
+async def login(request: Request) -> Response:
+    """Exchange the token typed into the run page's form for an HttpOnly cookie."""
+    raw = await request.body()
+    form = parse_qs(raw[:MAX_FORM_BYTES].decode("utf-8", errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    next_path = _safe_next((form.get("next") or [""])[0])
+    if not token or not await run_in_threadpool(token_is_valid, request.app.state.settings, token):
+        return html_response(render_login_page(next_path, INVALID_TOKEN), 401)
+    response = RedirectResponse(next_path, status_code=303)
+    response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
+    return response

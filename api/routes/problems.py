@@ -1,0 +1,36 @@
+"""/problems: what can be optimized, with shapes and roofline inputs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from api.deps import AuthDep
+from api.schemas import Message, ProblemPublic, ProblemsPublic
+from kernels.problem import Problem
+from kernels.registry import get_problem, problem_names
+
+router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
+
+
+def problem_public(problem: Problem) -> ProblemPublic:
+    bench = [
+        {
+            "shape": list(shape),
+            "label": problem.describe_shape(shape),
+            "flops": problem.flops(shape),
+            "bytes": problem.bytes_moved(shape, problem.gpu_dtype),
+        }
+        for shape in problem.shapes.get("bench", ())
+    ]
+    return ProblemPublic(**problem.public(), baselines=problem.baselines, gpu_dtype=problem.gpu_dtype, bench=bench)
+
+
+def _all_problems() -> list[ProblemPublic]:
+    return [problem_public(get_problem(name)) for name in problem_names()]
+
+
+@router.get("", response_model=ProblemsPublic)
+async def read_problems() -> ProblemsPublic:
+    problems = await run_in_threadpool(_all_problems)
+    return ProblemsPublic(data=problems, count=len(problems))

@@ -1,0 +1,318 @@
+"""/runs: start, list, read and steer optimization runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Any, Literal, Optional
+
+from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from api import runs_service as service
+from api.deps import AuthDep, SettingsDep, TemporalDep
+from api.errors import invalid
+from api.schemas import (
+    ActionAccepted,
+    AttemptsPublic,
+    GoalChanged,
+    GoalUpdate,
+    HintCreate,
+    Message,
+    RunCreate,
+    RunCreated,
+    RunPublic,
+    RunsPublic,
+)
+from api.temporal import TemporalUnavailable
+from kernels.registry import get_problem
+from store import repository
+from store.artifacts import get_text
+from store.db import session_scope
+from workflows import search_attributes as attrs
+from workflows.types import RUN_STATUSES, Goal, OptimizeInput
+
+ERRORS = {
+    401: {"model": Message, "description": "Missing or invalid token"},
+    404: {"model": Message, "description": "Unknown run"},
+    409: {"model": Message, "description": "The run has finished"},
+    413: {"model": Message, "description": "Request body too large"},
+    503: {"model": Message, "description": "Temporal is not reachable"},
+}
+
+router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=ERRORS)
+
+ACTIONS = {"pause": "paused", "resume": "resumed", "stop": "stopped"}
+
+
+def _not_found(error: service.RunNotFound) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, str(error))
+
+
+async def _load(settings, run_id: str):
+    try:
+        return await run_in_threadpool(service.load_run, settings.resolved_database_url, run_id)
+    except service.RunNotFound as error:
+        raise _not_found(error) from None
+
+
+def _check_problem(request: Request, name: str) -> list[dict]:
+    if ":" in name and not request.app.state.allow_problem_paths:
+        return [invalid(["body", "problem"], f"problem {name!r} is an object path; this API only runs registered problems", name)]
+    try:
+        get_problem(name)
+    except ValueError as error:
+        return [invalid(["body", "problem"], str(error), name)]
+    except (ImportError, AttributeError) as error:
+        return [invalid(["body", "problem"], f"problem {name!r} could not be loaded: {error}", name)]
+    return []
+
+
+def _search_attributes(run: OptimizeInput) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(attrs.PROBLEM, attrs.keyword(run.problem)),
+            SearchAttributePair(attrs.ITERATION, 0),
+            SearchAttributePair(attrs.GOAL, attrs.keyword(run.goal.describe())),
+            SearchAttributePair(attrs.STATUS, "running"),
+        ]
+    )
+
+
+def _insert_run(url: str, run: OptimizeInput) -> None:
+    with session_scope(url) as session:
+        repository.create_run(
+            session,
+            run_id=run.run_id,
+            problem=run.problem,
+            goal=run.goal,
+            budget=run.budget,
+            proposer=run.proposer,
+            candidates_per_iteration=run.candidates_per_iteration,
+            workflow_id=run.run_id,
+        )
+
+
+def _delete_run(url: str, run_id: str) -> None:
+    with session_scope(url) as session:
+        repository.delete_run(session, run_id)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=RunCreated)
+async def create_run(body: RunCreate, request: Request, settings: SettingsDep, temporal: TemporalDep) -> RunCreated:
+    """Start a run: the store row and the workflow are created together or not at all."""
+    goal, budget, proposer = body.goal.to_goal(), body.budget.to_budget(), body.proposer.to_config()
+    errors = await run_in_threadpool(_check_problem, request, body.problem)
+    errors += [invalid(["body", "goal"], message, body.goal.model_dump()) for message in goal.problems()]
+    errors += [invalid(["body", "budget"], message, body.budget.model_dump()) for message in budget.problems()]
+    errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
+    if errors:
+        raise RequestValidationError(errors)
+    run = OptimizeInput(
+        run_id=service.new_run_id(body.problem),
+        problem=body.problem,
+        goal=goal,
+        budget=budget,
+        proposer=proposer,
+        candidates_per_iteration=body.candidates_per_iteration,
+    )
+    url = settings.resolved_database_url
+    # The row goes first: the workflow's activities record attempts against it.
+    await run_in_threadpool(_insert_run, url, run)
+    try:
+        await temporal.start(run, _search_attributes(run))
+    except Exception as error:
+        await temporal.terminate_quietly(run.run_id, "the API could not confirm the start")
+        await run_in_threadpool(_delete_run, url, run.run_id)
+        if isinstance(error, TemporalUnavailable):
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+        raise
+    return RunCreated(
+        id=run.run_id,
+        status="running",
+        run_page_url=service.run_page_url(settings, run.run_id),
+        temporal_url=temporal.ui_url(run.run_id),
+    )
+
+
+def _list_runs(url: str, status_filter, problem, offset, limit):
+    with session_scope(url) as session:
+        return repository.list_runs(session, status=status_filter, problem=problem, offset=offset, limit=limit)
+
+
+@router.get("", response_model=RunsPublic)
+async def read_runs(
+    settings: SettingsDep,
+    temporal: TemporalDep,
+    status_filter: Annotated[Optional[Literal[RUN_STATUSES]], Query(alias="status")] = None,  # type: ignore[valid-type]
+    problem: Annotated[Optional[str], Query(max_length=200)] = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> RunsPublic:
+    """Runs newest first, as the store has them (the workflows keep their rows current)."""
+    runs, count = await run_in_threadpool(
+        _list_runs, settings.resolved_database_url, status_filter, problem, offset, limit
+    )
+    return RunsPublic(data=[service.to_public(r, settings, temporal.ui_url(r.id)) for r in runs], count=count)
+
+
+@router.get("/{run_id}", response_model=RunPublic)
+async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) -> RunPublic:
+    """The store's row, refreshed from the workflow's status query while the run is live."""
+    run = await _load(settings, run_id)
+    live = None
+    if run.status not in service.TERMINAL_STATUSES:
+        live = await temporal.live_state(run_id)
+        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
+    return service.to_public(run, settings, temporal.ui_url(run_id), live)
+
+
+def _list_attempts(url: str, run_id: str, offset: int, limit: int):
+    with session_scope(url) as session:
+        if repository.get_run(session, run_id) is None:
+            raise service.RunNotFound(run_id)
+        attempts, count = repository.list_attempts(session, run_id, offset=offset, limit=limit)
+        return [service.attempt_public(a) for a in attempts], count
+
+
+@router.get("/{run_id}/attempts", response_model=AttemptsPublic)
+async def read_attempts(
+    run_id: str,
+    settings: SettingsDep,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> AttemptsPublic:
+    try:
+        data, count = await run_in_threadpool(_list_attempts, settings.resolved_database_url, run_id, offset, limit)
+    except service.RunNotFound as error:
+        raise _not_found(error) from None
+    return AttemptsPublic(data=data, count=count)
+
+
+def _best(url: str, run_id: str) -> tuple[Any, str, Optional[str]]:
+    with session_scope(url) as session:
+        run = repository.get_run(session, run_id)
+        if run is None:
+            raise service.RunNotFound(run_id)
+        attempt = repository.get_attempt(session, run.best_attempt_id) if run.best_attempt_id else None
+        if attempt is None:
+            raise LookupError(f"run {run_id} has no best kernel yet")
+        try:
+            source = get_text(session, attempt.source_sha)
+        except KeyError:
+            raise LookupError(f"the source of run {run_id}'s best kernel ({attempt.source_sha}) is missing") from None
+        report = None
+        if attempt.report_sha:
+            try:
+                report = get_text(session, attempt.report_sha)
+            except KeyError:
+                report = None
+        return service.attempt_public(attempt), source, report
+
+
+def _parse_report(report: Optional[str]) -> Any:
+    if report is None:
+        return None
+    try:
+        return json.loads(report)
+    except ValueError:
+        return report
+
+
+@router.get(
+    "/{run_id}/best",
+    responses={200: {"content": {"text/x-python": {}, "application/json": {}}, "description": "The best kernel"}},
+)
+async def read_best(
+    run_id: str, settings: SettingsDep, format: Literal["file", "json"] = "file"
+) -> Response:
+    """The best kernel's source as a file download; ``?format=json`` adds its judge report."""
+    try:
+        attempt, source, report = await run_in_threadpool(_best, settings.resolved_database_url, run_id)
+    except service.RunNotFound as error:
+        raise _not_found(error) from None
+    except LookupError as error:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from None
+    if format == "json":
+        return JSONResponse(
+            {"attempt": attempt.model_dump(mode="json"), "source": source, "report": _parse_report(report)}
+        )
+    headers = {
+        "Content-Disposition": f'attachment; filename="{run_id}-best.py"',
+        "X-Marathon-Iteration": str(attempt.iteration),
+        "X-Marathon-Index": str(attempt.index),
+        "X-Marathon-Speedup": "" if attempt.speedup is None else f"{attempt.speedup:.6g}",
+        "X-Marathon-Report-Sha": attempt.report_sha or "",
+    }
+    return Response(source, media_type="text/x-python; charset=utf-8", headers=headers)
+
+
+async def _require_live(run_id: str, settings, temporal, doing: str):
+    """404 for unknown runs, 409 for finished ones (the store's word, then Temporal's)."""
+    run = await _load(settings, run_id)
+    if run.status in service.TERMINAL_STATUSES:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
+    if not await temporal.is_running(run_id):
+        live = await temporal.live_state(run_id)
+        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
+        final = live.status or "finished"
+        raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {final}; it can no longer be {doing}")
+    return run
+
+
+def _action_route(action: str):
+    async def act(run_id: str, settings: SettingsDep, temporal: TemporalDep) -> ActionAccepted:
+        await _require_live(run_id, settings, temporal, ACTIONS[action])
+        await temporal.signal(run_id, action)
+        return ActionAccepted(id=run_id, signal=action)
+
+    act.__name__ = f"{action}_run"
+    act.__doc__ = f"Send the {action!r} signal to a live run."
+    return act
+
+
+for _action in ACTIONS:
+    router.add_api_route(
+        f"/{{run_id}}/{_action}",
+        _action_route(_action),
+        methods=["POST"],
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=ActionAccepted,
+        name=f"{_action}_run",
+    )
+
+
+def _save_goal(url: str, run_id: str, goal: Goal) -> None:
+    with session_scope(url) as session:
+        repository.update_run(session, run_id, goal=goal)
+
+
+@router.patch("/{run_id}/goal", response_model=GoalChanged)
+async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temporal: TemporalDep) -> GoalChanged:
+    """Change the goal of a live run through the workflow's validated ``set_goal`` update."""
+    run = await _require_live(run_id, settings, temporal, "changed")
+    merged = {**run.goal, **body.model_dump(exclude_none=True)}
+    goal = Goal(**merged)
+    problems = goal.problems()
+    if problems:
+        raise RequestValidationError([invalid(["body"], message, merged) for message in problems])
+    try:
+        await temporal.update(run_id, "set_goal", goal)
+    except WorkflowUpdateFailedError as error:
+        cause = error.cause or error
+        reason = getattr(cause, "message", "") or str(cause)
+        raise RequestValidationError([invalid(["body"], f"the run refused the goal: {reason}", merged)]) from None
+    await run_in_threadpool(_save_goal, settings.resolved_database_url, run_id, goal)
+    return GoalChanged(id=run_id, goal=asdict(goal))
+
+
+@router.post("/{run_id}/hints", status_code=status.HTTP_202_ACCEPTED, response_model=ActionAccepted)
+async def create_hint(run_id: str, body: HintCreate, settings: SettingsDep, temporal: TemporalDep) -> ActionAccepted:
+    """Give the proposer a hint (it lands in the run's notebook)."""
+    await _require_live(run_id, settings, temporal, "given hints")
+    await temporal.signal(run_id, "add_hint", body.hint)
+    return ActionAccepted(id=run_id, signal="add_hint")

@@ -1,0 +1,132 @@
+"""Store-side steps of the run routes, as plain functions the async handlers run in a thread."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+from api.schemas import AttemptPublic, RunPublic
+from api.temporal import LiveState
+from marathon.settings import Settings
+from store import repository
+from store.db import session_scope
+from store.models import Attempt, Run
+from workflows.types import Goal
+
+TERMINAL_STATUSES = ("completed", "stopped", "failed")
+# A run row whose workflow Temporal has never heard of after this long was left by a start that
+# died half-way (the API crashed between the insert and the start): it is marked failed.
+ORPHAN_GRACE = timedelta(minutes=2)
+
+
+class RunNotFound(Exception):
+    def __init__(self, run_id: str):
+        super().__init__(f"run {run_id} not found")
+
+
+def new_run_id(problem: str) -> str:
+    """``kda-1f3c…``: the problem's name (the attribute of an object path) plus a random suffix."""
+    slug = re.sub(r"[^a-z0-9]+", "-", problem.rpartition(":")[2].lower()).strip("-")[:40] or "run"
+    return f"{slug}-{uuid.uuid4().hex[:12]}"
+
+
+def run_page_url(settings: Settings, run_id: str) -> str:
+    return f"{settings.api_url.rstrip('/')}/runs/{run_id}/page"
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None) -> RunPublic:
+    goal = Goal(**run.goal)
+    fields: dict[str, Any] = dict(
+        id=run.id,
+        problem=run.problem,
+        status=run.status,
+        goal=run.goal,
+        budget=run.budget,
+        proposer=run.proposer,
+        candidates_per_iteration=run.candidates_per_iteration,
+        iteration=run.iteration,
+        best_speedup=run.best_speedup,
+        best_attempt_id=run.best_attempt_id,
+        distance=goal.distance(run.best_speedup) if goal.objective == "speedup" else 1.0,
+        stop_reason=run.stop_reason,
+        created_at=_aware(run.created_at),
+        updated_at=_aware(run.updated_at),
+        run_page_url=run_page_url(settings, run.id),
+        temporal_url=temporal_url,
+    )
+    status = live.run_status if live else None
+    if status is not None:
+        fields.update(
+            status=status.status,
+            iteration=max(run.iteration, status.iteration),
+            goal=asdict(status.goal),
+            best_speedup=status.best_speedup if status.best_speedup is not None else run.best_speedup,
+            best_roofline=status.best_roofline,
+            distance=status.distance,
+            budget_used=status.budget_used,
+            phase=status.phase,
+            stop_reason=status.stop_reason or run.stop_reason,
+            live=True,
+        )
+    return RunPublic(**fields)
+
+
+def load_run(url: str, run_id: str) -> Run:
+    with session_scope(url) as session:
+        run = repository.get_run(session, run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+
+def reconcile(url: str, run: Run, live: LiveState) -> Run:
+    """Write what Temporal says back to the store, so lists and later reads agree with it."""
+    status, reason = live.status, live.stop_reason
+    if not live.found and run.status not in TERMINAL_STATUSES:
+        if datetime.now(timezone.utc) - _aware(run.created_at) < ORPHAN_GRACE:
+            return run
+        status, reason = "failed", "the run's workflow was never started in Temporal"
+    if status is None:
+        return run
+    progress = live.run_status
+    changed = status != run.status or (reason is not None and reason != run.stop_reason)
+    if progress is not None and progress.iteration > run.iteration:
+        changed = True
+    if not changed:
+        return run
+    with session_scope(url) as session:
+        return repository.update_run(
+            session,
+            run.id,
+            status=status,
+            stop_reason=reason,
+            iteration=max(run.iteration, progress.iteration) if progress else None,
+        )
+
+
+def attempt_public(attempt: Attempt) -> AttemptPublic:
+    return AttemptPublic(
+        id=attempt.id,
+        run_id=attempt.run_id,
+        iteration=attempt.iteration,
+        index=attempt.index,
+        strategy=attempt.strategy,
+        knobs=attempt.knobs,
+        source_sha=attempt.source_sha,
+        status=attempt.status,
+        message=attempt.message,
+        speedup=attempt.speedup,
+        roofline=attempt.roofline,
+        timing_kind=attempt.timing_kind,
+        report_sha=attempt.report_sha,
+        is_best=attempt.is_best,
+        gpu_seconds=attempt.gpu_seconds,
+        created_at=_aware(attempt.created_at),
+    )

@@ -1,0 +1,190 @@
+"""Request and response bodies of the REST API, separate from the store's tables."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workflows.notebook import HINT_LIMIT
+from workflows.types import OBJECTIVES, Budget, Goal, ProposerConfig
+
+
+class Strict(BaseModel):
+    """Unknown fields are an error: a typo in a request must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class GoalIn(Strict):
+    """A goal. ``{"speedup": 2.0}`` is short for ``{"objective": "speedup", "target": 2.0}``."""
+
+    objective: str = Goal.objective
+    target: float = Goal.target
+    tolerance: float = Goal.tolerance
+    intent: str = Goal.intent
+
+    @model_validator(mode="before")
+    @classmethod
+    def expand_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            shorthand = [name for name in OBJECTIVES if name in data]
+            if len(shorthand) == 1 and "objective" not in data and "target" not in data:
+                data = dict(data)
+                name = shorthand[0]
+                data["objective"], data["target"] = name, data.pop(name)
+        return data
+
+    def to_goal(self) -> Goal:
+        return Goal(**self.model_dump())
+
+
+class GoalUpdate(Strict):
+    """A change of goal; fields left out keep their current value."""
+
+    objective: Optional[str] = None
+    target: Optional[float] = None
+    tolerance: Optional[float] = None
+    intent: Optional[str] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def expand_shorthand(cls, data: Any) -> Any:
+        return GoalIn.expand_shorthand(data)
+
+
+class BudgetIn(Strict):
+    iterations: int = Budget.iterations
+    hours: float = Budget.hours
+    gpu_seconds: Optional[float] = None
+    tokens: Optional[int] = None
+    plateau_iterations: Optional[int] = None
+
+    def to_budget(self) -> Budget:
+        return Budget(**self.model_dump())
+
+
+class ProposerIn(Strict):
+    kind: str = ProposerConfig.kind
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    temperature: Optional[float] = None
+    seed: int = ProposerConfig.seed
+
+    def to_config(self) -> ProposerConfig:
+        return ProposerConfig(**self.model_dump())
+
+
+class RunCreate(Strict):
+    problem: str = Field(min_length=1, max_length=200, examples=["kda"])
+    goal: GoalIn = Field(default_factory=GoalIn)
+    budget: BudgetIn = Field(default_factory=BudgetIn)
+    proposer: ProposerIn = Field(default_factory=ProposerIn)
+    candidates_per_iteration: int = Field(default=4, ge=1, le=64)
+
+
+class RunCreated(BaseModel):
+    id: str
+    status: str
+    run_page_url: str
+    temporal_url: str
+
+
+class RunPublic(BaseModel):
+    id: str
+    problem: str
+    status: str
+    goal: dict[str, Any]
+    budget: dict[str, Any]
+    proposer: dict[str, Any]
+    candidates_per_iteration: int
+    iteration: int
+    best_speedup: Optional[float] = None
+    best_roofline: Optional[float] = None
+    best_attempt_id: Optional[int] = None
+    distance: float = 1.0
+    budget_used: dict[str, float] = Field(default_factory=dict)
+    phase: str = ""
+    stop_reason: str = ""
+    live: bool = Field(False, description="True when the workflow answered the status query just now")
+    created_at: datetime
+    updated_at: datetime
+    run_page_url: str
+    temporal_url: str
+
+
+class RunsPublic(BaseModel):
+    data: list[RunPublic]
+    count: int
+
+
+class AttemptPublic(BaseModel):
+    id: int
+    run_id: str
+    iteration: int
+    index: int
+    strategy: str
+    knobs: Optional[dict[str, Any]] = None
+    source_sha: str
+    status: str
+    message: str
+    speedup: Optional[float] = None
+    roofline: Optional[float] = None
+    timing_kind: str
+    report_sha: Optional[str] = None
+    is_best: bool
+    gpu_seconds: float
+    created_at: datetime
+
+
+class AttemptsPublic(BaseModel):
+    data: list[AttemptPublic]
+    count: int
+
+
+class HintCreate(Strict):
+    hint: str = Field(min_length=1, max_length=HINT_LIMIT)
+
+
+class ActionAccepted(BaseModel):
+    id: str
+    signal: str
+
+
+class GoalChanged(BaseModel):
+    id: str
+    goal: dict[str, Any]
+
+
+class ProblemPublic(BaseModel):
+    name: str
+    title: str
+    inputs: list[str]
+    dims: list[str]
+    shapes: dict[str, list[list[int]]]
+    tolerance: dict[str, float]
+    causal: bool
+    notes: str
+    baselines: str
+    gpu_dtype: str
+    bench: list[dict[str, Any]] = Field(
+        default_factory=list, description="Each bench shape with its FLOPs and bytes moved (roofline inputs)"
+    )
+
+
+class ProblemsPublic(BaseModel):
+    data: list[ProblemPublic]
+    count: int
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    temporal: str
+
+
+class Message(BaseModel):
+    """The body of every error but validation errors (which list each problem)."""
+
+    detail: str

