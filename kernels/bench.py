@@ -192,8 +192,12 @@ def device_fingerprint() -> dict[str, str]:
     }
 
 
-def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO) -> dict[str, Any]:
-    """Check and time every shape of ``shape_set`` on the current GPU; print the table."""
+def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
+                  ours: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Check and time every shape of ``shape_set`` on the current GPU; print the table.
+
+    ``ours`` replaces the problem's own kernel (e.g. a rendered point of its search space).
+    """
     import torch
 
     from kernels.timing import L2Flusher, geomean, time_graph_replay, time_interleaved
@@ -201,7 +205,7 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO) -> dict[
     device, dtype = "cuda", problem.gpu_dtype
     baselines = problem.load_baselines(device)
     primary = next(iter(baselines))
-    providers = {**baselines, OURS: problem.load_ours()}
+    providers = {**baselines, OURS: ours or problem.load_ours()}
     launch_bound = {tuple(s) for s in problem.extra.get("launch_bound_shapes", ())}
     fingerprint = device_fingerprint()
     flusher = L2Flusher(device)

@@ -1,0 +1,117 @@
+"""One GPU call for MLA decode: bf16 correctness, a sweep of kernel configs, then the benchmark.
+
+    PYTHONPATH=. python3 scripts/gpu/mla_sweep_and_bench.py OUT_DIR
+
+1. bf16 correctness of the committed kernel at the verify and bench shapes.
+2. Each point below, rendered from kernels/mla/space.py, checked at a ragged shape, then all
+   points timed interleaved per bench shape (events, L2 flushed) and, for the launch-bound
+   shapes, under CUDA-graph replay. Score: geomean over shapes of graph time where measured,
+   event time elsewhere.
+3. ``kernels.bench`` with the best point as "ours" against the baselines.
+Everything is also written as JSON under OUT_DIR.
+"""
+
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from kernels import bench
+from kernels.mla import space
+from kernels.mla.decode import mla_decode
+from kernels.mla.definition import PROBLEM
+from kernels.mla.reference import reference
+from kernels.timing import L2Flusher, time_graph_replay, time_interleaved
+
+D = space.DEFAULT
+POINTS = {
+    "default": D,
+    "bn32": {**D, "block_n": 32},
+    "bf16part": {**D, "partial_dtype": "bfloat16"},
+    "st1": {**D, "num_stages": 1},
+    "few-splits": {**D, "programs_target": 66, "min_split_tokens": 128},
+    "528prog": {**D, "programs_target": 528},
+    "bh32w4": {**D, "block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 3},
+    "bn32-264-bf16": {**D, "block_n": 32, "num_stages": 3, "programs_target": 264, "min_split_tokens": 32,
+                      "partial_dtype": "bfloat16"},
+}
+
+
+def load_point(name, point, folder):
+    path = os.path.join(folder, f"mla_point_{name.replace('-', '_')}.py")
+    with open(path, "w") as handle:
+        handle.write(space.render(point))
+    spec = importlib.util.spec_from_file_location(f"mla_point_{name.replace('-', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def main(out_dir):
+    t0 = time.time()
+    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs("/tmp/mla_src", exist_ok=True)
+    log = {"device": bench.device_fingerprint(), "correct": {}, "sweep": {}, "errors": {}}
+    print(log["device"], flush=True)
+
+    def save():
+        with open(os.path.join(out_dir, "mla_gpu.json"), "w") as handle:
+            json.dump(log, handle, indent=1, default=str)
+
+    tol = PROBLEM.tolerance["bfloat16"]
+    for shape in PROBLEM.shapes["verify"] + PROBLEM.shapes["bench"]:
+        errs = []
+        for seed in (1, 2):
+            x = PROBLEM.make_inputs(shape, seed, "cuda", "bfloat16")
+            errs.append(bench.relative_rms_error(mla_decode(**x), reference(**x)))
+        log["correct"][str(shape)] = errs
+        print(f"check {shape}: rel err {max(errs):.2e} {'ok' if max(errs) <= tol else 'FAIL'}", flush=True)
+    save()
+
+    kernels = {}
+    for name, point in POINTS.items():
+        try:
+            fn = load_point(name, point, "/tmp/mla_src")
+            x = PROBLEM.make_inputs((3, 64, 777), 5, "cuda", "bfloat16")
+            err = bench.relative_rms_error(fn(**x), reference(**x))
+            log["errors"][name] = err
+            if err <= tol:
+                kernels[name] = fn
+            print(f"point {name}: err {err:.2e} ({time.time() - t0:.0f} s)", flush=True)
+        except Exception as error:
+            log["errors"][name] = repr(error)[:300]
+            print(f"point {name}: {error!r}"[:300], flush=True)
+    flusher = L2Flusher()
+    launch_bound = {tuple(s) for s in PROBLEM.extra["launch_bound_shapes"]}
+    score_ms = {name: [] for name in kernels}
+    for shape in PROBLEM.shapes["bench"]:
+        sets = [PROBLEM.make_inputs(shape, s, "cuda", "bfloat16") for s in (7, 8)]
+        samples = time_interleaved(kernels, sets, reps=10, flusher=flusher)
+        row = {name: {"events": samples[name].median_ms} for name in kernels}
+        for name, fn in kernels.items():
+            if shape in launch_bound:
+                row[name]["graph"] = time_graph_replay(fn, sets[0], flusher=flusher).median_ms
+            score_ms[name].append(row[name].get("graph", row[name]["events"]))
+        log["sweep"][str(shape)] = row
+        print(f"sweep {shape}: " + ", ".join(f"{n} {v['events'] * 1e3:.1f}/{v.get('graph', 0) * 1e3:.1f}us"
+                                             for n, v in row.items()), flush=True)
+        save()
+    scores = {name: statistics.geometric_mean(v) for name, v in score_ms.items()}
+    best = min(scores, key=scores.get)
+    log["scores_ms"], log["best"], log["best_point"] = scores, best, POINTS[best]
+    print("scores (geomean ms):", {k: round(v * 1e3, 2) for k, v in sorted(scores.items(), key=lambda kv: kv[1])},
+          f"best {best} = {POINTS[best]}", flush=True)
+    save()
+
+    result = bench.bench_problem(PROBLEM, "bench", 30, sys.stdout, ours=kernels[best])
+    log["bench"] = result
+    save()
+    print(f"total {time.time() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/mla_out")
