@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("up", "client", "judge", "bench", "worker")
+COMMAND_MODULES = ("up", "client", "judge", "bench", "worker", "soak")
 
 
 def build_parser() -> argparse.ArgumentParser:

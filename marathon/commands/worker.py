@@ -1,0 +1,75 @@
+"""``marathon worker cpu|gpu``: run one worker process against the configured Temporal.
+
+- ``cpu``: the workflows and the propose, compact and record activities (task queue from
+  ``MARATHON_CPU_TASK_QUEUE``).
+- ``gpu``: the evaluate activity only, one evaluation at a time, on ``marathon-gpu-<arch>``
+  (``sm90`` on Hopper; ``cpu`` in CPU mode). Run one process per GPU and pick the GPU with
+  ``CUDA_VISIBLE_DEVICES``.
+
+SIGINT/SIGTERM shut the worker down gracefully: running activities get time to finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("worker", help="run a CPU worker (workflows) or a GPU worker (evaluations)")
+    parser.add_argument("kind", choices=("cpu", "gpu"), help="cpu: workflows, propose, compact, record; gpu: evaluate")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="gpu worker only: cuda, cuda:N, cpu (the Triton interpreter) or auto (cuda when torch sees one)",
+    )
+    parser.add_argument("--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for Temporal to answer")
+    parser.set_defaults(handler=worker_command)
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(run_worker(args))
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from marathon import workers
+    from marathon.settings import get_settings
+    from marathon.temporal_server import TemporalServerError, connect_when_ready
+    from store.db import upgrade
+
+    log = logging.getLogger("marathon.worker")
+    settings = get_settings()
+    upgrade(settings.resolved_database_url)
+    try:
+        client = await connect_when_ready(settings.temporal_address, settings.temporal_namespace, args.connect_timeout)
+    except TemporalServerError as error:
+        log.error("%s", error)
+        return 1
+    if args.kind == "cpu":
+        worker = workers.build_cpu_worker(client, settings, task_queue=args.task_queue)
+    else:
+        device = workers.default_device() if args.device == "auto" else args.device
+        worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue)
+    log.info("%s worker polling task queue %s on %s", args.kind, worker.task_queue, settings.temporal_address)
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    running = asyncio.create_task(worker.run())
+    stop_wait = asyncio.create_task(stopping.wait())
+    await asyncio.wait([running, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    if stopping.is_set():
+        log.info("shutting down: letting running activities finish")
+        await worker.shutdown()
+    stop_wait.cancel()
+    await running
+    return 0
