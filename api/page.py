@@ -22,7 +22,7 @@ MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 16, 16, 40
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#1b1f24;max-width:1100px}
-h1{font-size:1.4em;margin-bottom:4px}h2{font-size:1.1em;margin-top:28px}
+h1{font-size:1.4em;margin-bottom:4px}h2{font-size:1.1em;margin-top:28px}h3{font-size:1em}
 .facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}
 .facts dt{color:#57606a}.facts dd{margin:0}
 pre{background:#f6f8fa;padding:12px;overflow:auto;font-size:12px;line-height:1.4}
