@@ -289,11 +289,11 @@ def choose_points(
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     generator = PointGenerator(space, history, rng)
-    if not history:
-        generator.seed_generation(count)
     overrides = knob_overrides(space, hints)
     if overrides:
         generator.from_hints(overrides, slots=max(1, count // 2))
+    if not history:
+        generator.seed_generation(count)
     if space.key(space.default) not in generator.taken and len(generator.chosen) < count:
         generator.take(space.default, None)
     generator.evolve(count)

@@ -8,45 +8,17 @@ from datetime import timedelta
 
 import proposer_toy_space as toy
 import pytest
-from conftest import FAKE_KEY, RUN_ID
+from conftest import FAKE_KEY
 from fakes.openai_server import completion_reply, error_reply, raw_reply
-from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
+from proposer_requests import GOOD_REPLY, INTENT, KERNEL
+from proposer_requests import llm_request as request
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.propose import ProposeActivities
 from store.artifacts import get_text, put_text, sha256_text
 from store.db import session_scope
-from workflows.types import BestKernel, Goal, Notebook, NotebookEntry, ProposeInput, ProposerConfig
-
-KERNEL = (
-    "import torch\nimport triton\nimport triton.language as tl\n\n\n"
-    "@triton.jit\ndef _k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n\n\n"
-    "def kernel(x):\n    return torch.empty_like(x)\n"
-)
-GOOD_REPLY = f"Strategy: one program per 4096 elements\n\n```python\n{KERNEL}```\n"
-INTENT = "beat the baseline on the long vectors first"
-
-
-def request(**overrides) -> ProposeInput:
-    values = dict(
-        run_id=RUN_ID,
-        problem=TOY_PROBLEM,
-        goal=Goal(target=1.8, intent=INTENT),
-        iteration=3,
-        count=1,
-        proposer=ProposerConfig(kind="llm"),
-        notebook=Notebook(
-            entries=[NotebookEntry(2, 0, "BLOCK=256, 8 warps", "incorrect", None, "max error 3e-2")],
-            lessons=["lesson: tiles above 128 spill registers"],
-            failed_strategies=["split 16: incorrect at N=1000"],
-            hints=["hint: try SPLIT=4"],
-        ),
-        last_feedback=["feedback: iter 2 #0 incorrect, max error 3e-2 at N=1000"],
-    )
-    values.update(overrides)
-    return ProposeInput(**values)
-
+from workflows.types import BestKernel, ProposerConfig
 
 async def propose(settings, store_url, req):
     return await ActivityEnvironment().run(ProposeActivities(database_url=store_url, settings=settings).propose, req)
@@ -165,7 +137,9 @@ async def test_rate_limits_and_outages_are_retryable(fake_llm, llm_settings, sto
 
 async def test_a_timeout_is_retryable(fake_llm, llm_settings, store_url):
     settings = llm_settings.model_copy(update={"llm_timeout_s": 0.5})
-    fake_llm.script(completion_reply(GOOD_REPLY).__class__(body=completion_reply(GOOD_REPLY).body, delay_s=2.0))
+    slow = completion_reply(GOOD_REPLY)
+    slow.delay_s = 2.0
+    fake_llm.script(slow)
     with pytest.raises(ApplicationError) as caught:
         await propose(settings, store_url, request())
     assert caught.value.type == "LLMTimeout" and not caught.value.non_retryable

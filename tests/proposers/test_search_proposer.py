@@ -172,3 +172,10 @@ def test_history_from_another_space_version_is_ignored_not_fatal():
 def test_count_must_be_positive(count):
     with pytest.raises(ValueError, match=f"got {count}"):
         choose_points(SPACE, [], count, generator_for("toy", 0, 0))
+
+
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_hints_never_push_the_batch_past_count(count):
+    chosen = choose_points(SPACE, [], count, generator_for("toy", 0, 0), hints=["SPLIT=4", "BLOCK=64", "num_warps=8"])
+    assert len(chosen) == count
+    assert chosen[0][0]["SPLIT"] == 4
