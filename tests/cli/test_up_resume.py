@@ -1,0 +1,62 @@
+"""Ctrl-C stops every process ``marathon up`` started, and a second ``marathon up`` on the same
+home finishes the run that was in flight: the dev server's SQLite kept the workflow, the
+workers pick it up, and no iteration is recorded twice."""
+
+import signal
+import time
+
+from tests.cli.stack import descendants, listening_addresses, new_stack, still_alive, wait_for
+
+ITERATIONS = 3
+
+
+def attempts_of(client, run_id):
+    return client.get(f"/runs/{run_id}/attempts", params={"limit": 1000}).json()["data"]
+
+
+def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path):
+    stack = new_stack(tmp_path / "home")
+    stack.start()
+    try:
+        token = stack.token
+        with stack.client() as client:
+            created = client.post(
+                "/runs",
+                json={
+                    "problem": "kda",
+                    "budget": {"iterations": ITERATIONS},
+                    "proposer": {"kind": "search", "seed": 1},
+                    "candidates_per_iteration": 1,
+                },
+            )
+            assert created.status_code == 201, created.text
+            run_id = created.json()["id"]
+            wait_for(lambda: len(attempts_of(client, run_id)) >= 1, 300, "the first recorded attempt")
+        processes = descendants(stack.process.pid)
+        assert len(processes) >= 4
+    finally:
+        code = stack.stop(signal.SIGINT)
+    assert code == 0
+    assert still_alive(processes) == []
+    for port in (stack.api_port, stack.temporal_port, stack.ui_port):
+        assert listening_addresses(port) == []
+    assert "(shown once" in stack.output()
+
+    stack.start()
+    try:
+        assert stack.token == token
+        assert token not in stack.output()
+        assert "API token    in " in stack.output()
+        with stack.client() as client:
+            finished = wait_for(
+                lambda: (run := client.get(f"/runs/{run_id}").json())["status"] != "running" and run,
+                600, "the resumed run to finish", interval=1.0,
+            )
+            assert finished["status"] == "completed", finished
+            attempts = attempts_of(client, run_id)
+    finally:
+        stack.stop(signal.SIGINT)
+    keys = [(attempt["iteration"], attempt["index"]) for attempt in attempts]
+    assert len(keys) == len(set(keys)), keys
+    assert sorted({iteration for iteration, _ in keys}) == sorted(range(min(k[0] for k in keys), min(k[0] for k in keys) + ITERATIONS))
+    assert finished["iteration"] == ITERATIONS
