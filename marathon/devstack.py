@@ -378,6 +378,7 @@ class DevStack:
         self.out = out
         self.children: list[Child] = []
         self.stopping = threading.Event()
+        self.gpus: list[str] = []
         self._lock_handle: Optional[TextIO] = None
 
     def _handle_signal(self, signum, _frame) -> None:

@@ -71,7 +71,7 @@ def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
     code, out, _ = cli(capsys, "pause", run_id, *home)
     assert (code, out) == (0, f"run {run_id} asked to pause\n")
     with live_stack.client() as client:
-        wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "paused", 60, "the run to pause")
+        wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "paused", 300, "the run to pause")
     code, out, _ = cli(capsys, "resume", run_id, *home)
     assert (code, out) == (0, f"run {run_id} asked to resume\n")
     code, out, _ = cli(capsys, "stop", run_id, *home)
