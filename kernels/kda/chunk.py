@@ -28,8 +28,6 @@ T <- D^-1 - N T, NC - 1 times.
 The host code only allocates and launches: no torch arithmetic.
 """
 
-import math
-
 import torch
 import triton
 import triton.language as tl
@@ -50,12 +48,13 @@ CONFIG = {
 SUB_CHUNK = 16
 
 
-@triton.jit
+# Lengths and head counts vary per call: not specialized, so one compile serves every shape.
+@triton.jit(do_not_specialize=["T", "NT", "H"])
 def _prepare_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    scale, T, NT,
-    H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    scale, T, NT, H,
+    D: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
     i_t = tl.program_id(0).to(tl.int64)
@@ -85,6 +84,18 @@ def _prepare_kernel(
     prefix = tl.cumsum(totals, axis=0) - totals  # [NC, D], exclusive
     G3 = tl.cumsum(g3, axis=1) + prefix[:, None, :]
     G_anchor = tl.sum(tl.where(i3 == 0, G3, 0.0), axis=1)[:, None, :]  # first row of each sub-chunk
+
+    # What the scan needs besides W and U: scale e^G q, e^(G_last - G) k, e^G_last. Rows past
+    # T hold g = 0, so the last row's G is the last valid token's. Done first so that q3 and
+    # k3 die early (register pressure).
+    decay3 = tl.exp(G3)
+    G_last = tl.sum(tl.sum(tl.where((n3 == NC - 1) & (i3 == BC - 1), G3, 0.0), axis=1), axis=0)  # [D]
+    out3 = (chunk_row0 + n3 * BC + i3) * D + d3
+    tl.store(qg_ptr + out3, (q3 * decay3 * scale).to(qg_ptr.dtype.element_ty))
+    tl.store(kg_ptr + out3, (k3 * tl.exp(G_last[None, None, :] - G3)).to(kg_ptr.dtype.element_ty))
+    tl.store(decay_ptr + (i_bh * NT + i_t) * D + tl.arange(0, D), tl.exp(G_last))
+    x3 = k3 * decay3 * b3  # beta e^G k, the right-hand side of W
+
     to_anchor = tl.exp(G3 - G_anchor)  # <= 1
     q_t = q3 * to_anchor * scale
     k_t = k3 * to_anchor
@@ -140,32 +151,22 @@ def _prepare_kernel(
         m_inv = d_inv_full - tl.dot(nil, m_inv, input_precision=PRECISION)
 
     # W = M (beta e^G k), U = M (beta v)
-    decay3 = tl.exp(G3)
-    x = tl.reshape(k3 * decay3 * b3, (BT, D))
     rows2 = i_t * BT + tl.arange(0, BT)[:, None]
     d2 = tl.arange(0, D)[None, :]
     v2 = tl.load(v_ptr + in_base + rows2 * H * D + d2, mask=rows2 < T, other=0.0).to(tl.float32)
     b2 = tl.reshape(b3, (BT, 1))
-    w = tl.dot(m_inv, x, input_precision=PRECISION)
+    w = tl.dot(m_inv, tl.reshape(x3, (BT, D)), input_precision=PRECISION)
     u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
     out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
     tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty))
     tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty))
 
-    # What the scan needs besides W and U: scale e^G q, e^(G_last - G) k, e^G_last.
-    # Rows past T hold g = 0, so the last row's G is the last valid token's.
-    G_last = tl.sum(tl.sum(tl.where((n3 == NC - 1) & (i3 == BC - 1), G3, 0.0), axis=1), axis=0)  # [D]
-    out3 = (chunk_row0 + n3 * BC + i3) * D + d3
-    tl.store(qg_ptr + out3, (q3 * decay3 * scale).to(qg_ptr.dtype.element_ty))
-    tl.store(kg_ptr + out3, (k3 * tl.exp(G_last[None, None, :] - G3)).to(kg_ptr.dtype.element_ty))
-    tl.store(decay_ptr + (i_bh * NT + i_t) * D + tl.arange(0, D), tl.exp(G_last))
 
-
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NT", "H"])
 def _scan_kernel(
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr,
-    T, NT,
-    H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    T, NT, H,
+    D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
     i_v = tl.program_id(0)
@@ -228,21 +229,14 @@ def _check_inputs(q, k, v, g, beta) -> None:
             raise ValueError(f"{name} is on {x.device}, q on {q.device}")
 
 
-def kda_forward(q, k, v, g, beta, scale=None):
-    """KDA forward. q, k, v: [B, T, H, D] (bf16, fp16 or fp32), g: [B, T, H, D] log-decay
-    (<= 0, fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5).
-    Returns o [B, T, H, D] in q's dtype. The state starts at zero.
-    """
-    _check_inputs(q, k, v, g, beta)
+def _prepare(q, k, v, g, beta, scale):
+    """Launch the preparation kernel; returns the intermediates the scan reads."""
     batch, seq, heads, dim = q.shape
-    scale = dim**-0.5 if scale is None else float(scale)
     chunk = CONFIG["chunk"]
-    block_v = min(CONFIG["scan_block_v"], dim)
     if chunk % SUB_CHUNK or chunk > 64:
         raise ValueError(f"chunk must be 16, 32 or 64, got {chunk}")
     n_chunks = triton.cdiv(seq, chunk)
     inter_dtype = q.dtype if CONFIG["inter_dtype"] == "input" else getattr(torch, CONFIG["inter_dtype"])
-
     padded = (batch, heads, n_chunks * chunk)
     w = torch.empty(*padded, dim, dtype=inter_dtype, device=q.device)
     u = torch.empty_like(w)
@@ -250,24 +244,42 @@ def kda_forward(q, k, v, g, beta, scale=None):
     kg = torch.empty_like(w)
     a_qk = torch.empty(*padded, chunk, dtype=inter_dtype, device=q.device)
     decay = torch.empty(batch, heads, n_chunks, dim, dtype=torch.float32, device=q.device)
-    out = torch.empty_like(q)
-
     _prepare_kernel[(n_chunks, batch * heads)](
         q, k, v, g, beta,
         w, u, qg, kg, a_qk, decay,
-        scale, seq, n_chunks,
-        H=heads, D=dim, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK,
+        scale, seq, n_chunks, heads,
+        D=dim, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK,
         PRECISION=CONFIG["prep_precision"],
         num_warps=CONFIG["prep_num_warps"], num_stages=CONFIG["prep_num_stages"],
     )
-    _scan_kernel[(math.ceil(dim / block_v), batch * heads)](
+    return w, u, qg, kg, a_qk, decay
+
+
+def _scan(q, intermediates):
+    """Launch the state scan over the intermediates; returns o shaped and typed like q."""
+    batch, seq, heads, dim = q.shape
+    w, u, qg, kg, a_qk, decay = intermediates
+    chunk = CONFIG["chunk"]
+    block_v = min(CONFIG["scan_block_v"], dim)
+    out = torch.empty_like(q)
+    _scan_kernel[(triton.cdiv(dim, block_v), batch * heads)](
         w, u, qg, kg, a_qk, decay, out,
-        seq, n_chunks,
-        H=heads, D=dim, BT=chunk, BV=block_v,
+        seq, triton.cdiv(seq, chunk), heads,
+        D=dim, BT=chunk, BV=block_v,
         PRECISION=CONFIG["scan_precision"],
         num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"],
     )
     return out
+
+
+def kda_forward(q, k, v, g, beta, scale=None):
+    """KDA forward. q, k, v: [B, T, H, D] (bf16, fp16 or fp32), g: [B, T, H, D] log-decay
+    (<= 0, fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5).
+    Returns o [B, T, H, D] in q's dtype. The state starts at zero.
+    """
+    _check_inputs(q, k, v, g, beta)
+    scale = q.shape[3] ** -0.5 if scale is None else float(scale)
+    return _scan(q, _prepare(q, k, v, g, beta, scale))
 
 
 def kernel(q, k, v, g, beta, scale):

@@ -1,0 +1,107 @@
+"""The knobs of our KDA kernels, and a renderer from a point to a candidate source.
+
+A point is a dict with exactly the keys of ``chunk.CONFIG``. ``render`` returns the text of
+``chunk.py`` with its ``CONFIG`` literal replaced: a standalone candidate that imports only
+torch and triton and defines ``kernel(q, k, v, g, beta, scale)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+_CHUNK_PATH = Path(__file__).with_name("chunk.py")
+_CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
+
+SPACE: dict[str, tuple[Any, ...]] = {
+    "chunk": (16, 32, 64),
+    "prep_num_warps": (4, 8, 16),
+    "prep_num_stages": (1, 2),
+    "prep_precision": ("tf32", "tf32x3", "ieee"),
+    "inter_dtype": ("input", "float32"),
+    "scan_block_v": (16, 32, 64, 128),
+    "scan_num_warps": (2, 4, 8),
+    "scan_num_stages": (1, 2, 3),
+    "scan_precision": ("tf32", "tf32x3"),
+}
+
+# Hopper: 227 KB of shared memory per block and 255 registers per thread. Sizes assume the
+# problem's head dim D = 128 and a bf16 working dtype.
+SHARED_MEMORY_LIMIT = 227 * 1024
+STATE_REGISTERS_LIMIT = 128
+_D = 128
+
+
+def _source_config(source: str) -> dict[str, Any]:
+    match = _CONFIG_PATTERN.search(source)
+    if not match:
+        raise ValueError("chunk.py has no 'CONFIG = {...}' literal at the start of a line")
+    return ast.literal_eval(match.group(0).split("=", 1)[1].strip())
+
+
+DEFAULT: dict[str, Any] = _source_config(_CHUNK_PATH.read_text())
+
+
+def scan_shared_memory_estimate(point: dict[str, Any]) -> int:
+    """Bytes the scan's pipelined tiles take: w, qg, kg [BT, D], u [BT, BV], A_qk [BT, BT]
+    per stage, plus the state and new values staged for the tensor cores."""
+    element = 4 if point["inter_dtype"] == "float32" else 2
+    bt, bv = point["chunk"], point["scan_block_v"]
+    per_stage = (3 * bt * _D + bt * bv + bt * bt) * element
+    staged = (_D * bv + bt * bv) * element
+    return max(point["scan_num_stages"] - 1, 1) * per_stage + staged
+
+
+def state_registers(point: dict[str, Any]) -> int:
+    """fp32 registers per thread that the scan's [D, BV] state occupies."""
+    return _D * point["scan_block_v"] // (point["scan_num_warps"] * 32)
+
+
+def validate(point: dict[str, Any]) -> list[str]:
+    """Why ``point`` is not a valid configuration; an empty list when it is."""
+    problems = []
+    missing = sorted(set(SPACE) - set(point))
+    unknown = sorted(set(point) - set(SPACE))
+    if missing:
+        problems.append(f"missing knobs: {missing}")
+    if unknown:
+        problems.append(f"unknown knobs: {unknown}")
+    for knob, allowed in SPACE.items():
+        if knob in point and point[knob] not in allowed:
+            problems.append(f"{knob}={point[knob]!r} not in {allowed}")
+    if problems:
+        return problems
+    shared = scan_shared_memory_estimate(point)
+    if shared > SHARED_MEMORY_LIMIT:
+        problems.append(f"scan shared memory {shared} B exceeds {SHARED_MEMORY_LIMIT} B")
+    registers = state_registers(point)
+    if registers > STATE_REGISTERS_LIMIT:
+        problems.append(f"scan state takes {registers} registers per thread, more than {STATE_REGISTERS_LIMIT}")
+    return problems
+
+
+def describe(point: dict[str, Any]) -> str:
+    """One line, e.g. ``BT=64 prep(w8 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
+    return (
+        f"BT={point['chunk']} prep(w{point['prep_num_warps']} s{point['prep_num_stages']} "
+        f"{point['prep_precision']}) inter={point['inter_dtype']} scan(BV={point['scan_block_v']} "
+        f"w{point['scan_num_warps']} s{point['scan_num_stages']} {point['scan_precision']})"
+    )
+
+
+def _config_literal(point: dict[str, Any]) -> str:
+    lines = [f"    {key!r}: {point[key]!r}," for key in SPACE]
+    return "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
+
+
+def render(point: dict[str, Any]) -> str:
+    """Source of ``chunk.py`` with ``CONFIG`` set to ``point``; raises ValueError if invalid."""
+    problems = validate(point)
+    if problems:
+        raise ValueError(f"invalid kda point: {'; '.join(problems)}")
+    source = _CHUNK_PATH.read_text()
+    if not _CONFIG_PATTERN.search(source):
+        raise ValueError("chunk.py has no 'CONFIG = {...}' literal at the start of a line")
+    return _CONFIG_PATTERN.sub(lambda _: _config_literal(point), source, count=1)
