@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -19,8 +22,20 @@ def _describe(error: dict) -> dict:
     return error
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or Infinity (Python's parser accepts them): echo such inputs as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    return JSONResponse(status_code=422, content={"detail": jsonable_encoder([_describe(dict(e)) for e in exc.errors()])})
+    errors = jsonable_encoder([_describe(dict(e)) for e in exc.errors()])
+    return JSONResponse(status_code=422, content={"detail": _finite(errors)})
 
 
 async def temporal_unavailable(_request: Request, exc: TemporalUnavailable) -> JSONResponse:

@@ -78,7 +78,17 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
     return RunPublic(**fields)
 
 
+MAX_RUN_ID = 200
+
+
+def plausible_run_id(run_id: str) -> bool:
+    """Ids no run can have (NUL bytes, which PostgreSQL text refuses; absurd lengths) are simply unknown."""
+    return 0 < len(run_id) <= MAX_RUN_ID and "\x00" not in run_id
+
+
 def load_run(url: str, run_id: str) -> Run:
+    if not plausible_run_id(run_id):
+        raise RunNotFound(run_id)
     with session_scope(url) as session:
         run = repository.get_run(session, run_id)
         if run is None:

@@ -14,7 +14,7 @@ from workflows.types import OBJECTIVES, Budget, Goal, ProposerConfig
 class Strict(BaseModel):
     """Unknown fields are an error: a typo in a request must not silently fall back to a default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class GoalIn(Strict):

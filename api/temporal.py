@@ -116,7 +116,8 @@ class TemporalGateway:
             return LiveState(status=None)
         if description.status == WorkflowExecutionStatus.RUNNING:
             run_status = await self._query_status(handle)
-            return LiveState(status=run_status.status if run_status else "running", run_status=run_status)
+            # Without an answer the run is live but running-or-paused is unknown: keep the store's word.
+            return LiveState(status=run_status.status if run_status else None, run_status=run_status)
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:
                 result: OptimizeResult = await handle.result(rpc_timeout=RPC_TIMEOUT)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import secrets
+from datetime import timedelta
 from typing import Any, Optional
 
 from sqlalchemy import func, select, update
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 from store.models import ApiToken, Attempt, Run, utcnow
 
 TOKEN_PREFIX = "mt_"
+TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -250,8 +252,14 @@ def verify_token(session: Session, plaintext: str) -> bool:
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext)))
     if token is None:
         return False
-    token.last_used_at = utcnow()
-    session.flush()
+    now = utcnow()
+    last = token.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=now.tzinfo)
+    # A write per request would contend with the workers on SQLite; a minute's precision is enough.
+    if last is None or now - last > TOKEN_TOUCH_INTERVAL:
+        token.last_used_at = now
+        session.flush()
     return True
 
 

@@ -149,7 +149,7 @@ async def read_runs(
     settings: SettingsDep,
     temporal: TemporalDep,
     status_filter: Annotated[Optional[Literal[RUN_STATUSES]], Query(alias="status")] = None,  # type: ignore[valid-type]
-    problem: Annotated[Optional[str], Query(max_length=200)] = None,
+    problem: Annotated[Optional[str], Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> RunsPublic:
@@ -172,6 +172,8 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
 
 
 def _list_attempts(url: str, run_id: str, offset: int, limit: int):
+    if not service.plausible_run_id(run_id):
+        raise service.RunNotFound(run_id)
     with session_scope(url) as session:
         if repository.get_run(session, run_id) is None:
             raise service.RunNotFound(run_id)
@@ -194,6 +196,8 @@ async def read_attempts(
 
 
 def _best(url: str, run_id: str) -> tuple[Any, str, Optional[str]]:
+    if not service.plausible_run_id(run_id):
+        raise service.RunNotFound(run_id)
     with session_scope(url) as session:
         run = repository.get_run(session, run_id)
         if run is None:

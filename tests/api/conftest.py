@@ -135,3 +135,24 @@ async def api(database_url, temporal_env, tmp_path):
         yield Api(base_url, token, http, anonymous, settings, temporal_env.client, task_queue)
     server.should_exit = True
     await task
+
+
+@pytest_asyncio.fixture
+async def extra_api(api):
+    """Start another API on the test's database with other settings; stopped after the test.
+
+    ``await extra_api(settings, client_factory, **app_options)`` returns an authorized client.
+    """
+    running = []
+
+    async def start(settings: Settings, client_factory, **app_options) -> httpx.AsyncClient:
+        server, task, base_url = await serve_api(settings, client_factory, **app_options)
+        http = httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {api.token}"}, timeout=30)
+        running.append((server, task, http))
+        return http
+
+    yield start
+    for server, task, http in running:
+        await http.aclose()
+        server.should_exit = True
+        await task

@@ -91,3 +91,22 @@ async def test_openapi_and_docs_are_served(api):
             "/runs/{run_id}/hints", "/runs/{run_id}/pause", "/runs/{run_id}/resume", "/runs/{run_id}/stop",
             "/problems", "/healthz"} <= set(schema["paths"])
     assert (await api.anonymous.get("/docs")).status_code == 200
+
+
+async def test_non_finite_numbers_are_422_not_500(api):
+    body = b'{"problem": "kda", "goal": {"target": NaN}, "budget": {"hours": Infinity}}'
+    response = await api.http.post("/runs", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+    errors = {tuple(e["loc"]): (e["msg"], e["input"]) for e in response.json()["detail"]}
+    assert errors[("body", "goal", "target")] == ("Input should be a finite number", "nan")
+    assert errors[("body", "budget", "hours")] == ("Input should be a finite number", "inf")
+
+
+async def test_nul_bytes_never_reach_the_database(api):
+    response = await api.http.get("/runs/bad%00id")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "run bad\x00id not found"}
+    assert (await api.http.get("/runs/bad%00id/attempts")).status_code == 404
+    response = await api.http.get("/runs", params={"problem": "kda\x00"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "problem"]

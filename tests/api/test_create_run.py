@@ -7,7 +7,6 @@ import socket
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from conftest import serve_api
 from store import repository
 from workflows import search_attributes as attrs
 
@@ -84,21 +83,12 @@ async def test_impossible_goal_budget_and_proposer_say_why(api):
     assert (await api.http.get("/runs")).json()["count"] == 0
 
 
-async def test_object_path_problems_are_refused_unless_enabled(api, temporal_env):
-    settings = api.settings.model_copy()
-
+async def test_object_path_problems_are_refused_unless_enabled(api, temporal_env, extra_api):
     async def factory() -> Client:
         return temporal_env.client
 
-    server, task, base_url = await serve_api(settings, factory)
-    try:
-        import httpx
-
-        async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {api.token}"}) as http:
-            response = await http.post("/runs", json={"problem": "os:path"})
-    finally:
-        server.should_exit = True
-        await task
+    http = await extra_api(api.settings.model_copy(), factory)
+    response = await http.post("/runs", json={"problem": "os:path"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["msg"] == "problem 'os:path' is an object path; this API only runs registered problems"
 
@@ -109,41 +99,27 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-async def test_temporal_down_gives_503_and_leaves_no_row(api):
+async def test_temporal_down_gives_503_and_leaves_no_row(api, extra_api):
     settings = api.settings.model_copy(update={"temporal_address": f"127.0.0.1:{_closed_port()}"})
-    server, task, base_url = await serve_api(settings, None)
-    try:
-        import httpx
-
-        async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {api.token}"}) as http:
-            response = await http.post("/runs", json={"problem": "kda"})
-            listed = (await http.get("/runs")).json()
-    finally:
-        server.should_exit = True
-        await task
+    http = await extra_api(settings, None)
+    response = await http.post("/runs", json={"problem": "kda"})
+    listed = (await http.get("/runs")).json()
     assert response.status_code == 503
     detail = response.json()["detail"]
     assert detail.startswith(f"run not started: Temporal at {settings.temporal_address} is not reachable: ")
     assert listed == {"data": [], "count": 0}
 
 
-async def test_a_refused_start_removes_the_row(api, temporal_env):
+async def test_a_refused_start_removes_the_row(api, temporal_env, extra_api):
     """A namespace that does not exist: Temporal answers, but refuses the start."""
     settings = api.settings.model_copy(update={"temporal_namespace": "no-such-namespace"})
 
     async def factory() -> Client:
         return await Client.connect(temporal_env.client.service_client.config.target_host, namespace="no-such-namespace")
 
-    server, task, base_url = await serve_api(settings, factory)
-    try:
-        import httpx
-
-        async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {api.token}"}) as http:
-            response = await http.post("/runs", json={"problem": "kda"})
-            listed = (await http.get("/runs")).json()
-    finally:
-        server.should_exit = True
-        await task
+    http = await extra_api(settings, factory)
+    response = await http.post("/runs", json={"problem": "kda"})
+    listed = (await http.get("/runs")).json()
     assert response.status_code == 503
     assert response.json()["detail"].startswith("run not started: Temporal refused to start the workflow: ")
     assert "no-such-namespace" in response.json()["detail"]
