@@ -29,8 +29,10 @@ DEFAULT_VARIANTS = [
     {"label": "default"},
     {"label": "bv64", "scan_block_v": 64},
     {"label": "bv16", "scan_block_v": 16},
-    {"label": "inter32", "inter_dtype": "float32"},
+    {"label": "inter32", "inter_dtype": "float32", "scan_num_stages": 1},
     {"label": "bt32", "chunk": 32},
+    {"label": "pw4", "prep_num_warps": 4},
+    {"label": "x3", "prep_precision": "tf32x3"},
 ]
 
 
@@ -61,10 +63,13 @@ def _warm(path: str) -> str:
     from kernels.kda.definition import make_inputs
 
     start = time.time()
-    module = load_candidate(path, "warm_" + Path(path).stem)
-    inputs = make_inputs((1, 100, 2, 128), 0, "cuda", "bfloat16")
-    module.kernel(**inputs)
-    torch.cuda.synchronize()
+    try:
+        module = load_candidate(path, "warm_" + Path(path).stem)
+        inputs = make_inputs((1, 100, 2, 128), 0, "cuda", "bfloat16")
+        module.kernel(**inputs)
+        torch.cuda.synchronize()
+    except Exception as error:  # a variant that fails to build is reported and dropped
+        return f"FAILED {Path(path).stem}: {type(error).__name__}: {str(error)[:300]}"
     return f"{Path(path).stem}: compiled in {time.time() - start:.1f}s"
 
 
@@ -99,8 +104,10 @@ def main() -> int:
     paths = render_variants(variants, work)
     start = time.time()
     with mp.get_context("spawn").Pool(min(len(paths), 8)) as pool:
-        for line in pool.map(_warm, list(paths.values())):
+        for label, line in zip(list(paths), pool.map(_warm, list(paths.values()))):
             print(line, flush=True)
+            if line.startswith("FAILED"):
+                del paths[label]
     print(f"parallel compile {time.time() - start:.1f}s", flush=True)
     ours = {label: load_candidate(path, f"cand_{label}").kernel for label, path in paths.items()}
     providers = dict(baselines("cuda"))
@@ -123,7 +130,7 @@ def main() -> int:
         del ref, inputs
         torch.cuda.empty_cache()
 
-    first = load_candidate(paths[variants[0]["label"]], "stage_probe")
+    first = load_candidate(next(iter(paths.values())), "stage_probe")
     providers["prep_only"] = lambda q, k, v, g, beta, scale: first._prepare(q, k, v, g, beta, scale)
     print("\n== timing: median ms, L2 flushed, interleaved ==", flush=True)
     flusher = L2Flusher()
