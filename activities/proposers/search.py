@@ -67,6 +67,7 @@ class KnobStatistics:
         for point in failed:
             for knob, value in point.items():
                 self.failures[(knob, value)] = self.failures.get((knob, value), 0) + 1
+        self._signals: dict[str, float] = {}
         # Per knob: fitnesses of accepted points grouped by all their other knobs' values.
         self.siblings: dict[str, list[list[float]]] = {}
         for knob in space.knobs:
@@ -95,6 +96,11 @@ class KnobStatistics:
         )
 
     def signal(self, knob: str) -> float:
+        if knob not in self._signals:
+            self._signals[knob] = self._signal(knob)
+        return self._signals[knob]
+
+    def _signal(self, knob: str) -> float:
         """How much the choice of this knob's value has mattered so far.
 
         Best evidence: accepted points that differ in this knob only (mutations make many),

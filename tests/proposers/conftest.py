@@ -11,13 +11,12 @@ from pydantic import SecretStr
 
 from fakes.openai_server import FakeOpenAIServer
 from marathon.settings import Settings
+from proposer_requests import FAKE_KEY, RUN_ID
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from store.db import dispose_engine, session_scope, upgrade
 from store.repository import create_run
 from workflows.types import Budget, Goal, ProposerConfig
 
-RUN_ID = "run-proposers"
-FAKE_KEY = "sk-fake-4d1c9a7e5b3f2d1c0e9f8a7b6c5d4e3f"
 
 
 @pytest.fixture

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from conftest import RUN_ID
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 
 from workflows.types import Goal, Notebook, NotebookEntry, ProposeInput, ProposerConfig
+
+RUN_ID = "run-proposers"
+FAKE_KEY = "sk-fake-4d1c9a7e5b3f2d1c0e9f8a7b6c5d4e3f"
 
 KERNEL = (
     "import torch\nimport triton\nimport triton.language as tl\n\n\n"

@@ -8,9 +8,8 @@ from datetime import timedelta
 
 import proposer_toy_space as toy
 import pytest
-from conftest import FAKE_KEY
 from fakes.openai_server import completion_reply, error_reply, raw_reply
-from proposer_requests import GOOD_REPLY, INTENT, KERNEL
+from proposer_requests import FAKE_KEY, GOOD_REPLY, INTENT, KERNEL
 from proposer_requests import llm_request as request
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -199,3 +198,18 @@ async def test_the_api_key_never_reaches_logs_or_errors(fake_llm, llm_settings, 
         assert error.__cause__ is None
     assert "HTTP Request: POST" in caplog.text or "LLM fake-model" in caplog.text
     assert FAKE_KEY not in caplog.text
+
+
+async def test_a_slow_call_heartbeats_while_it_waits(fake_llm, llm_settings, store_url):
+    import dataclasses
+
+    slow = completion_reply(GOOD_REPLY)
+    slow.delay_s = 0.6
+    fake_llm.script(slow)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(ActivityEnvironment.default_info(), heartbeat_timeout=timedelta(seconds=0.2))
+    beats = []
+    env.on_heartbeat = lambda *details: beats.append(details)
+    result = await env.run(ProposeActivities(database_url=store_url, settings=llm_settings).propose, request())
+    assert len(result.candidates) == 1
+    assert len(beats) >= 2

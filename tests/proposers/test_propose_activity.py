@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import proposer_toy_space as toy
 import pytest
-from conftest import RUN_ID
+from proposer_requests import RUN_ID
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
