@@ -1,0 +1,318 @@
+"""Run-time guards around a candidate, inside the sandbox process.
+
+The static scan (``policy.py``) reads what is written; these watch what runs:
+
+- a guarded ``__builtins__`` for the candidate module: imports go through the allow-list,
+  ``getattr`` refuses doors (``sys``, dunders, torch compute names), ``exec``/``eval``/``open``
+  are gone;
+- a ``sys.meta_path`` finder refusing third-party kernel libraries while the candidate runs;
+- an audit hook (PEP 578) refusing processes, sockets, ctypes, signals, ``gc`` walks, frame
+  and trace access while the candidate runs (torch itself imports subprocess and socket, so
+  an import hook could never see their use);
+- a ``TorchDispatchMode`` that lets only allocation, views, layout copies and fills through;
+  every other aten op (``*``, ``.sum()``, ``torch.matmul``, ``F.softmax`` alike) is refused;
+- a wrapper on Triton's launch (``JITFunction.run`` and the interpreter's ``run``) that counts
+  launches of kernels defined in the candidate file, refuses launches of anyone else's kernels
+  (FLA reached through a back door) and records registers, spills and shared memory;
+- a snapshot of the timer and synchronisation functions, compared after every call.
+
+Violations are sticky: they are recorded before the exception is raised, so a candidate
+that catches the exception is still rejected.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib.abc
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernels.judge import policy
+
+# aten ops a candidate may run: allocation, views and layout, same-dtype copies, scalar fills.
+ALLOWED_ATEN = frozenset(
+    {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+     "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+     "new_full", "arange", "fill_", "zero_", "view", "_unsafe_view", "reshape", "_reshape_alias",
+     "as_strided", "transpose", "permute", "t", "expand", "select", "slice", "unsqueeze", "squeeze",
+     "detach", "alias", "clone", "copy_", "split", "split_with_sizes", "unbind", "narrow",
+     "view_as", "movedim", "flatten", "unflatten", "contiguous", "resolve_conj", "resolve_neg",
+     "_to_dense", "lift_fresh_copy", "sym_size", "sym_stride", "sym_numel", "is_same_size",
+     "record_stream", "set_"}
+)
+# Extra ops Triton's interpreter runs while it copies arguments in and out of a launch.
+LAUNCH_ATEN = frozenset({"_to_copy", "lift_fresh", "_local_scalar_dense", "set_", "copy_"})
+REFUSED_AUDIT_PREFIXES = (
+    "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    "os.kill", "os.killpg", "os.putenv", "os.unsetenv", "socket.", "ctypes.", "gc.get_", "sys._getframe",
+    "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread",
+    "mmap.", "cpython.", "os.chdir", "os.remove", "os.rename", "os.rmdir", "shutil.", "urllib.",
+    "http.", "webbrowser.", "pty.", "code.", "object.__setattr__", "object.__delattr__", "exec", "compile",
+    "import",
+)
+ALLOWED_WHILE_LAUNCHING = ("subprocess.", "os.posix_spawn", "os.exec", "os.fork", "exec", "compile",
+                           "import", "os.remove", "os.rename", "shutil.", "object.__setattr__", "mmap.",
+                           "ctypes.", "sys._getframe", "os.chdir")
+
+
+class PolicyViolation(RuntimeError):
+    """Raised (after being recorded) when a candidate does something it may not."""
+
+
+@dataclass
+class GuardState:
+    candidate_file: str = ""
+    active: bool = False
+    launching: int = 0
+    violations: list[str] = field(default_factory=list)
+    own_launches: int = 0
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    allow_exec: int = 0
+
+    def violate(self, message: str) -> PolicyViolation:
+        if message not in self.violations:
+            self.violations.append(message)
+        return PolicyViolation(message)
+
+
+STATE = GuardState()
+_lock = threading.Lock()
+
+
+class _RefuseDispatch(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        if STATE.active:
+            allowed = name in ALLOWED_ATEN or (STATE.launching and name in LAUNCH_ATEN)
+            if name == "copy_" and not STATE.launching:
+                dst, src = args[0], args[1]
+                allowed = isinstance(src, torch.Tensor) and src.dtype == dst.dtype and src.numel() == dst.numel()
+            if name == "fill_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                allowed = False
+            if not allowed:
+                raise STATE.violate(
+                    f"torch op aten.{name} computes: a candidate may only allocate, view, copy and launch Triton"
+                )
+        return func(*args, **kwargs)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not STATE.active:
+        return
+    if event in ("exec", "compile") and STATE.allow_exec:
+        if event == "exec":
+            STATE.allow_exec -= 1
+        return
+    if event == "import" or event == "compile":
+        return  # imports are judged by the guarded __import__; torch compiles internally
+    if event == "exec":
+        # Lazy imports inside torch or triton execute module code from files; code built
+        # from strings at run time has a "<...>" file name.
+        filename = getattr(args[0], "co_filename", "<?>") if args else "<?>"
+        if not filename.startswith("<") and filename != STATE.candidate_file:
+            return
+    if STATE.launching and event.startswith(ALLOWED_WHILE_LAUNCHING):
+        return
+    if event.startswith(REFUSED_AUDIT_PREFIXES):
+        raise STATE.violate(f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)")
+
+
+class _RefuseKernelLibraries(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if STATE.active and fullname.split(".")[0] in policy.KERNEL_LIBRARIES:
+            raise STATE.violate(f"import of third-party kernel library '{fullname}' refused at run time")
+        return None
+
+
+def _module_allowed(name: str) -> str | None:
+    root = name.split(".")[0]
+    if root in policy.KERNEL_LIBRARIES:
+        return f"import of third-party kernel library '{name}' refused at run time"
+    if root not in policy.ALLOWED_IMPORTS:
+        return f"import of '{name}' refused at run time"
+    for banned in policy.FORBIDDEN_SUBMODULES:
+        if name == banned or name.startswith(banned + "."):
+            return f"import of '{name}' refused at run time"
+    return None
+
+
+def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    if level:
+        raise STATE.violate("relative import refused at run time")
+    problem = _module_allowed(name)
+    for item in fromlist or ():
+        problem = problem or _module_allowed(f"{name}.{item}") if item != "*" else problem
+    if problem:
+        raise STATE.violate(problem)
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def _guarded_getattr(obj, name, *default):
+    if not isinstance(name, str):
+        raise TypeError("attribute name must be a string")
+    if name.startswith("_") or name in policy.FORBIDDEN_ATTRIBUTES:
+        raise STATE.violate(f"getattr(..., {name!r}) refused at run time")
+    if obj is torch and name not in policy.ALLOWED_TORCH_NAMES:
+        raise STATE.violate(f"getattr(torch, {name!r}) refused at run time: torch may only allocate, view and launch")
+    if obj is torch.cuda and name not in policy.ALLOWED_TORCH_NAMES:
+        raise STATE.violate(f"getattr(torch.cuda, {name!r}) refused at run time")
+    return getattr(obj, name, *default)
+
+
+def _refused_builtin(name: str):
+    def refuse(*args, **kwargs):
+        raise STATE.violate(f"builtin {name}() refused at run time")
+
+    return refuse
+
+
+def candidate_builtins() -> dict[str, Any]:
+    """A copy of the builtins with the doors closed, for the candidate module's globals."""
+    table = dict(builtins.__dict__)
+    for name in policy.FORBIDDEN_BUILTINS:
+        if name in table and name not in ("object", "type", "super", "classmethod", "staticmethod", "__builtins__"):
+            table[name] = _refused_builtin(name)
+    table["__import__"] = _guarded_import
+    table["getattr"] = _guarded_getattr
+    return table
+
+
+def _launch_wrapper(original):
+    def run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            code = getattr(getattr(self, "fn", None), "__code__", None)
+            filename = getattr(code, "co_filename", "")
+            if STATE.active:
+                if filename != STATE.candidate_file:
+                    name = getattr(getattr(self, "fn", None), "__name__", "?")
+                    raise STATE.violate(f"launch of a Triton kernel not defined by the candidate: {name} ({filename})")
+                STATE.own_launches += 1
+        STATE.launching += 1
+        try:
+            kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            STATE.launching -= 1
+        if kernel is not None and not warmup:
+            _record_resources(self, kernel)
+        return kernel
+
+    run.__wrapped__ = original
+    return run
+
+
+def _record_resources(jit_function, kernel) -> None:
+    name = getattr(getattr(jit_function, "fn", None), "__name__", "?")
+    if name in STATE.kernels or not hasattr(kernel, "metadata"):
+        return
+    try:
+        n_regs = getattr(kernel, "n_regs", None)
+        if n_regs is None and hasattr(kernel, "_init_handles"):
+            kernel._init_handles()
+            n_regs = getattr(kernel, "n_regs", None)
+        metadata = kernel.metadata
+        STATE.kernels[name] = {
+            "registers": n_regs,
+            "spills": getattr(kernel, "n_spills", None),
+            "shared_bytes": getattr(metadata, "shared", None),
+            "num_warps": getattr(metadata, "num_warps", None),
+            "num_stages": getattr(metadata, "num_stages", None),
+        }
+    except Exception as error:  # resource numbers are a nicety; never fail the judgement on them
+        STATE.kernels[name] = {"error": str(error)[:200]}
+
+
+_installed = False
+
+
+def install(candidate_file: str) -> None:
+    """Install the process-wide hooks (inactive until ``guarded()``); idempotent."""
+    global _installed
+    STATE.candidate_file = candidate_file
+    if _installed:
+        return
+    import triton.runtime.jit as jit
+
+    jit.JITFunction.run = _launch_wrapper(jit.JITFunction.run)
+    try:
+        import triton.runtime.interpreter as interpreter
+
+        interpreter.InterpretedFunction.run = _launch_wrapper(interpreter.InterpretedFunction.run)
+    except ImportError:
+        pass
+    # The first dispatch mode of a process imports torch._dynamo: do it now, not inside
+    # the candidate's first call.
+    with _RefuseDispatch():
+        torch.empty(1).view(-1)
+    sys.meta_path.insert(0, _RefuseKernelLibraries())
+    sys.addaudithook(_audit)
+    _installed = True
+
+
+@contextlib.contextmanager
+def guarded():
+    """Candidate code runs inside this: every guard active, torch compute refused."""
+    with _lock:
+        STATE.active = True
+        try:
+            with _RefuseDispatch():
+                yield
+        finally:
+            STATE.active = False
+
+
+def call_watched(fn, kwargs):
+    """Call candidate code with the cheap guards only (launch counting, audit, imports).
+
+    Used for timed repetitions, where a dispatch mode's Python overhead per aten op would
+    be charged to the candidate; those calls are checked by launch count, sampled outputs,
+    re-check afterwards and the physical floor instead.
+    """
+    STATE.active = True
+    try:
+        return fn(**kwargs)
+    finally:
+        STATE.active = False
+
+
+def watched_functions() -> dict[str, Any]:
+    """Functions whose identity must not change while a candidate is loaded (timer patches)."""
+    import triton.runtime.jit as jit
+
+    from kernels import timing
+
+    table = {
+        "time.perf_counter": time.perf_counter,
+        "time.perf_counter_ns": time.perf_counter_ns,
+        "time.time": time.time,
+        "time.monotonic": time.monotonic,
+        "statistics.median": statistics.median,
+        "torch.equal": torch.equal,
+        "torch.Tensor.__eq__": torch.Tensor.__eq__,
+        "torch.Tensor.float": torch.Tensor.float,
+        "torch.Tensor.cpu": torch.Tensor.cpu,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
+        "triton.JITFunction.run": jit.JITFunction.run,
+        "kernels.timing.time_interleaved": timing.time_interleaved,
+        "kernels.timing.time_graph_replay": timing.time_graph_replay,
+        "kernels.timing.L2Flusher.__call__": timing.L2Flusher.__call__,
+        "builtins.print": builtins.print,
+    }
+    return {name: id(fn) for name, fn in table.items()}
+
+
+def changed_functions(snapshot: dict[str, int]) -> list[str]:
+    now = watched_functions()
+    return [name for name, ident in snapshot.items() if now.get(name) != ident]

@@ -1,0 +1,35 @@
+"""How the judge's processes talk: nonce-framed JSON lines on a dedicated pipe.
+
+The parent gives each child a pipe and a random nonce. Only lines that start with the nonce
+count; the candidate's stdout and stderr are captured separately, size-capped, and never
+parsed, so printing a fake report does nothing. A child that exits without its final line
+(``exit(0)`` included) has produced no verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def send(fd: int, nonce: str, message: dict[str, Any]) -> None:
+    data = (nonce + " " + json.dumps(message) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def parse(line: bytes, nonce: str) -> dict[str, Any] | None:
+    """The message in ``line`` if it carries the nonce, else None."""
+    prefix = (nonce + " ").encode()
+    if not line.startswith(prefix):
+        return None
+    try:
+        message = json.loads(line[len(prefix):])
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None

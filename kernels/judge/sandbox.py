@@ -1,0 +1,338 @@
+"""The candidate's process: load it under guard, call it, time it, hand outputs back.
+
+Started by ``runner.py`` as a fresh ``python -I`` with a scrubbed environment. Nothing here
+decides correctness: the candidate's outputs go to the referee process, which alone holds
+the reference. The sandbox reports what it observed (policy violations, launches, input
+mutation, timings, kernel resources) on the nonce-framed pipe and exits with ``os._exit``
+so no candidate finalizer runs after the report.
+
+Phases: (1) correctness calls on the verify shapes, outputs saved, then wait for the
+parent's "continue" (sent only if the referee accepted them); (2) timing on the bench
+shapes, interleaved with the primary baseline, then re-check calls and sampled timed
+outputs, saved for the referee; final report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kernels.judge import protocol
+
+
+class Reject(Exception):
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _limit_resources(config: dict[str, Any]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    file_cap = int(config.get("max_file_bytes", 4 << 30))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_cap, file_cap))
+    memory_cap = config.get("max_memory_bytes")
+    if memory_cap:  # CPU mode only: address-space limits break CUDA's reservations
+        resource.setrlimit(resource.RLIMIT_AS, (int(memory_cap), int(memory_cap)))
+
+
+class Sandbox:
+    def __init__(self, config: dict[str, Any]):
+        import torch
+
+        from kernels.judge import guards
+        from kernels.registry import get_problem
+
+        self.config = config
+        self.torch = torch
+        self.guards = guards
+        self.problem = get_problem(config["problem"])
+        self.device = config["device"]
+        self.dtype = config["dtype"]
+        self.workdir = Path(config["workdir"])
+        self.candidate_file = str(self.workdir / "candidate.py")
+        self.kernel = None
+        self.snapshot: dict[str, int] = {}
+        self.baseline_label = ""
+        self.baseline = None
+
+    # loading -------------------------------------------------------------------
+    def load_baseline(self) -> None:
+        try:
+            baselines = self.problem.load_baselines(self.device)
+        except Exception as error:  # e.g. FLA needs a GPU: fall back to the reference on CPU
+            if self.device != "cpu":
+                raise
+            baselines = {"reference": self.problem.load_reference()}
+            self.config["baseline_note"] = f"baseline unavailable on cpu ({error}); timed the reference"
+        self.baseline_label, self.baseline = next(iter(baselines.items()))
+
+    def load_candidate(self, source: str) -> None:
+        import types
+
+        Path(self.candidate_file).write_text(source)
+        code = compile(source, self.candidate_file, "exec")
+        self.guards.install(self.candidate_file)
+        self.snapshot = self.guards.watched_functions()
+        module = types.ModuleType("candidate")
+        module.__file__ = self.candidate_file
+        module.__dict__["__builtins__"] = self.guards.candidate_builtins()
+        sys.modules["candidate"] = module
+        self.guards.STATE.allow_exec = 1
+        try:
+            with self.guards.guarded():
+                exec(code, module.__dict__)
+        except BaseException as error:
+            raise self.classify(error, "while importing the candidate") from None
+        finally:
+            self.guards.STATE.allow_exec = 0
+        self.check_policy("while importing the candidate")
+        kernel = module.__dict__.get("kernel")
+        if not callable(kernel):
+            raise Reject("compile_error", "the candidate must define a function kernel(**inputs)")
+        self.kernel = kernel
+
+    # calling -------------------------------------------------------------------
+    def check_policy(self, when: str) -> None:
+        state = self.guards.STATE
+        if state.violations:
+            raise Reject("forbidden", f"{state.violations[0]} ({when})")
+        changed = self.guards.changed_functions(self.snapshot)
+        if changed:
+            raise Reject("forbidden", f"the candidate replaced {', '.join(changed)} ({when}): timer and harness patches are not allowed")
+
+    def classify(self, error: BaseException, when: str) -> Reject:
+        state = self.guards.STATE
+        if state.violations:
+            return Reject("forbidden", f"{state.violations[0]} ({when})")
+        text = str(error).strip()
+        kinds = {cls.__name__ for cls in type(error).__mro__}
+        where = self._candidate_line(error)
+        if "CompilationError" in kinds:
+            return Reject("compile_error", f"Triton compilation failed{where}: {text[:3000]}")
+        lowered = text.lower()
+        if isinstance(error, MemoryError) or "out of memory" in lowered or "not enough memory" in lowered \
+                or "cannot allocate memory" in lowered:
+            return Reject("runtime_error", f"out of memory {when}{where}: {type(error).__name__}: {text[:600]}")
+        if "illegal memory access" in lowered or "cuda error" in lowered or "misaligned address" in lowered:
+            return Reject("runtime_error", f"CUDA error {when}{where}: {text[:800]}")
+        if isinstance(error, (SystemExit, KeyboardInterrupt, GeneratorExit)):
+            return Reject("runtime_error", f"the candidate raised {type(error).__name__} {when}: an exit is not a result")
+        return Reject("runtime_error", f"{type(error).__name__} {when}{where}: {text[:1500]}")
+
+    def _candidate_line(self, error: BaseException) -> str:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == self.candidate_file]
+        if not frames:
+            return ""
+        frame = frames[-1]
+        return f" at line {frame.lineno} ({(frame.line or '').strip()[:160]})"
+
+    def poison(self, shape: tuple[int, ...], dtype_name: str) -> None:
+        """Fill freshly freed memory of the output's size with NaN so an unwritten output shows."""
+        torch = self.torch
+        dtype = getattr(torch, dtype_name)
+        numel = 1
+        for n in shape:
+            numel *= n
+        value = float("nan") if dtype.is_floating_point else -1
+        for size in (numel, numel * 2, 1 << 20):
+            block = torch.empty(size, dtype=dtype, device=self.device)
+            block.fill_(value)
+            del block
+
+    def call_checked(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
+        """Call the candidate under every guard; return a CPU copy of its output."""
+        torch = self.torch
+        out_shape, out_dtype = self.problem.output(shape, self.dtype)
+        self.poison(out_shape, out_dtype)
+        clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        launches = self.guards.STATE.own_launches
+        threads = threading.active_count()
+        try:
+            with self.guards.guarded():
+                out = self.kernel(**inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as error:
+            raise self.classify(error, when) from None
+        self.check_policy(when)
+        if threading.active_count() != threads:
+            raise Reject("forbidden", f"the candidate started threads ({when})")
+        if self.guards.STATE.own_launches == launches:
+            raise Reject("forbidden", f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
+        if type(out) is not torch.Tensor:
+            raise Reject("incorrect", f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__name__} ({when})")
+        if tuple(out.shape) != tuple(out_shape) or str(out.dtype).removeprefix("torch.") != out_dtype:
+            raise Reject("incorrect", f"output must be {tuple(out_shape)} {out_dtype}, got {tuple(out.shape)} "
+                         f"{str(out.dtype).removeprefix('torch.')} ({when})")
+        if out.device.type != torch.device(self.device).type or (out.numel() and out.data_ptr() == 0):
+            raise Reject("incorrect", f"output must live on {self.device} with storage ({when})")
+        for name, clone in clones.items():
+            if not torch.equal(inputs[name], clone):
+                raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
+        return out.detach().to("cpu", copy=True)
+
+    def make(self, shape, seed):
+        return self.problem.make_inputs(tuple(shape), seed, self.device, self.dtype)
+
+    # phases --------------------------------------------------------------------
+    def correctness(self) -> dict[str, Any]:
+        from kernels.judge import plan
+
+        outputs = {}
+        seeds = self.config["seeds"]
+        for j, shape in enumerate(self.config["verify"]):
+            shape = tuple(shape)
+            label = self.problem.describe_shape(shape)
+            sets = []
+            for i, seed in enumerate(seeds):
+                inputs = self.make(shape, seed)
+                outputs[f"v{j}/seed{i}"] = self.call_checked(inputs, shape, f"at {label}, seed {seed}")
+                sets.append(inputs)
+            # Same buffers, new contents: a result cached by address shows here.
+            first, second = sets[0], sets[1]
+            for name, value in first.items():
+                if isinstance(value, self.torch.Tensor):
+                    value.copy_(second[name])
+                else:
+                    first[name] = second[name]
+            outputs[f"v{j}/ptr"] = self.call_checked(first, shape, f"at {label}, seed 0's buffers refilled")
+            cut = plan.causal_cut(self.problem, shape)
+            if cut is not None:
+                inputs = self.make(shape, seeds[0])
+                plan.perturb_after(self.problem, inputs, self.make(shape, self.config["perturb_seed"]), cut)
+                outputs[f"v{j}/causal"] = self.call_checked(inputs, shape, f"at {label}, inputs after t={cut} changed")
+            del sets, first, second
+        return outputs
+
+    def timing(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        outputs: dict[str, Any] = {}
+        results = []
+        graph_shapes = {tuple(s) for s in self.config.get("graph_shapes", [])}
+        for j, shape in enumerate(self.config["bench"]):
+            shape = tuple(shape)
+            sets = [self.make(shape, seed) for seed in self.config["bench_seeds"]]
+            kept: list[Any] = []
+            candidate = self._timed_candidate(sets[0], kept, shape)
+            providers = {"candidate": candidate, "baseline": self.baseline}
+            entry: dict[str, Any] = {"shape": list(shape)}
+            try:
+                samples = self._time(providers, sets)
+                if shape in graph_shapes and self.device == "cuda":
+                    entry["graph"] = self._graph(providers, sets[0])
+            except Reject:
+                raise
+            except BaseException as error:
+                raise self.classify(error, f"while timing {self.problem.describe_shape(shape)}") from None
+            self.check_policy("while timing")
+            entry["candidate"] = samples["candidate"].summary()
+            entry["baseline"] = samples["baseline"].summary()
+            for k, out in enumerate(kept):
+                outputs[f"b{j}/timed{k}"] = out.detach().to("cpu", copy=True)
+            del kept, sets, providers, candidate
+            recheck = self.make(shape, self.config["bench_seeds"][0])
+            outputs[f"b{j}/recheck"] = self.call_checked(recheck, shape, f"after timing {self.problem.describe_shape(shape)}")
+            results.append(entry)
+        return outputs, results
+
+    def _timed_candidate(self, watched_set, kept, shape):
+        state = self.guards.STATE
+
+        torch = self.torch
+        marker = next(k for k, v in watched_set.items() if isinstance(v, torch.Tensor))
+
+        def candidate(**inputs):
+            launches = state.own_launches
+            out = self.guards.call_watched(self.kernel, inputs)
+            if state.own_launches == launches:
+                raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {self.problem.describe_shape(shape)}")
+            if inputs[marker] is watched_set[marker]:
+                kept.append(out)
+                del kept[:-2]
+            return out
+
+        return candidate
+
+    def _time(self, providers, sets):
+        from kernels import timing
+
+        reps, warmup = self.config["reps"], self.config["warmup"]
+        if self.device == "cuda":
+            return timing.time_interleaved(providers, sets, reps=reps, warmup=warmup)
+        # Interpreter timing: wall clock, interleaved and rotated the same way, no L2 to flush.
+        for fn in providers.values():
+            for inputs in sets:
+                for _ in range(warmup):
+                    fn(**inputs)
+        labels = list(providers)
+        samples = {label: timing.Samples() for label in labels}
+        for r in range(reps):
+            inputs = sets[r % len(sets)]
+            shift = r % len(labels)
+            for label in labels[shift:] + labels[:shift]:
+                start = time.perf_counter()
+                providers[label](**inputs)
+                elapsed = (time.perf_counter() - start) * 1e3
+                samples[label].event_ms.append(elapsed)
+                samples[label].wall_ms.append(elapsed)
+        return samples
+
+    def _graph(self, providers, inputs) -> dict[str, Any]:
+        from kernels import timing
+
+        graph: dict[str, Any] = {}
+        for label, fn in providers.items():
+            try:
+                graph[label] = timing.time_graph_replay(fn, inputs).summary()
+            except Reject:
+                raise
+            except Exception as error:
+                graph[label] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        return graph
+
+    def save(self, outputs: dict[str, Any], name: str) -> dict[str, str]:
+        path = self.workdir / name
+        self.torch.save(outputs, path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        return {"path": str(path), "sha256": digest}
+
+
+def main() -> None:
+    config = json.loads(sys.stdin.readline())
+    fd, nonce = config["report_fd"], config["nonce"]
+    _limit_resources(config)
+    try:
+        box = Sandbox(config)
+        box.load_baseline()
+        box.load_candidate(Path(config["source_path"]).read_text())
+        phase1 = box.save(box.correctness(), "phase1.pt")
+        protocol.send(fd, nonce, {"kind": "phase1", **phase1})
+        if sys.stdin.readline().strip() != "continue":
+            os._exit(0)
+        outputs, timings = box.timing()
+        phase2 = box.save(outputs, "phase2.pt")
+        protocol.send(fd, nonce, {
+            "kind": "final",
+            **phase2,
+            "timings": timings,
+            "baseline": box.baseline_label,
+            "baseline_note": config.get("baseline_note", ""),
+            "resources": box.guards.STATE.kernels,
+            "launches": box.guards.STATE.own_launches,
+        })
+    except Reject as reject:
+        protocol.send(fd, nonce, {"kind": "reject", "status": reject.status, "message": reject.message})
+    except BaseException as error:  # the harness itself failed; say so rather than pass
+        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+        protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error", "message": f"judge sandbox error: {detail[:1500]}"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
