@@ -197,6 +197,8 @@ def judge(
     from kernels.registry import get_problem
 
     started = time.monotonic()
+    if ":" in problem and PROJECT_ROOT not in sys.path:
+        sys.path.append(PROJECT_ROOT)  # toy problems under tests/ load by object path, as in the children
     spec = get_problem(problem)  # unknown names raise ValueError listing the known ones
     if device not in (None, "cpu", "cuda"):
         raise ValueError(f"device must be 'cpu', 'cuda' or None, got {device!r}")
