@@ -108,6 +108,7 @@ class ProposeActivities:
                                 status=row.status,
                                 speedup=row.speedup,
                                 message=row.message or "",
+                                roofline=row.roofline,
                             )
                         )
                 offset += len(page)

@@ -24,6 +24,11 @@ class PastAttempt:
     status: str
     speedup: Optional[float] = None
     message: str = ""
+    roofline: Optional[float] = None
+
+    def score(self, objective: str) -> Optional[float]:
+        """The figure the goal is measured in (speedup, or the roofline fraction)."""
+        return self.roofline if objective == "roofline" else self.speedup
 
 
 @dataclass

@@ -77,8 +77,13 @@ def _should_retry(status: int, headers: Any) -> bool:
     return status in RETRYABLE_STATUSES or status >= 500
 
 
-def as_application_error(error: openai.APIError, endpoint: str, secret: Optional[str]) -> ApplicationError:
-    """The Temporal failure for an error of the OpenAI client, with no secret in its text."""
+class UnusableCompletion(Exception):
+    """A 200 answer that is not a chat completion (a proxy's error page, a truncated body)."""
+
+
+def as_application_error(error: Exception, endpoint: str, secret: Optional[str]) -> ApplicationError:
+    """The Temporal failure for an error of the OpenAI client (or an unusable answer), with no
+    secret in its text."""
     if isinstance(error, openai.APITimeoutError):
         return ApplicationError(redact(f"LLM endpoint {endpoint} timed out", secret), type="LLMTimeout")
     if isinstance(error, openai.APIConnectionError):
@@ -97,10 +102,6 @@ def as_application_error(error: openai.APIError, endpoint: str, secret: Optional
     return ApplicationError(
         redact(f"LLM endpoint {endpoint} sent an unusable response: {error}", secret), type="LLMBadResponse"
     )
-
-
-class UnusableCompletion(Exception):
-    """A 200 answer that is not a chat completion (a proxy's error page, a truncated body)."""
 
 
 class LLMProposer:
@@ -149,14 +150,7 @@ class LLMProposer:
                     )
                     reply, tokens = self._reply(completion, messages)
                 except (openai.APIError, UnusableCompletion) as error:
-                    failure = (
-                        as_application_error(error, endpoint, secret)
-                        if isinstance(error, openai.APIError)
-                        else ApplicationError(
-                            redact(f"LLM endpoint {endpoint} sent an unusable response: {error}", secret),
-                            type="LLMBadResponse",
-                        )
-                    )
+                    failure = as_application_error(error, endpoint, secret)
                     if not batch.proposals:
                         raise failure from None
                     # Keep what earlier calls produced (and their tokens) rather than paying again.

@@ -1,6 +1,6 @@
 """The search proposer: an evolutionary strategy over a problem's knob space.
 
-Fitness is log(speedup) of accepted attempts. Per knob and value the strategy keeps the mean
+Fitness is the log of the goal's figure (speedup, or the roofline fraction) of accepted attempts. Per knob and value the strategy keeps the mean
 fitness (shrunk toward the overall mean, so one lucky sample does not dominate) and the failure
 rate; a knob "matters" in proportion to how far its values' scores spread. New points come from
 mutating good points (the knobs that matter most are mutated most often), crossing two good
@@ -136,7 +136,7 @@ def _weighted_choice(rng: random.Random, items: list[Any], weights: list[float])
 class PointGenerator:
     """Draws new points for one iteration; every draw is recorded so nothing repeats."""
 
-    def __init__(self, space: KnobSpace, history: list[PastAttempt], rng: random.Random):
+    def __init__(self, space: KnobSpace, history: list[PastAttempt], rng: random.Random, objective: str = "speedup"):
         self.space = space
         self.rng = rng
         self.taken: set[Hashable] = set()
@@ -147,8 +147,9 @@ class PointGenerator:
             if point is None:
                 continue
             self.taken.add(space.key(point))
-            if attempt.status == "ok" and attempt.speedup is not None and attempt.speedup > 0:
-                accepted.append(Scored(point, math.log(attempt.speedup)))
+            value = attempt.score(objective)
+            if attempt.status == "ok" and value is not None and value > 0:
+                accepted.append(Scored(point, math.log(value)))
             elif attempt.status != "ok":
                 failed.append(point)
         self.tried = len(self.taken)
@@ -290,11 +291,12 @@ def choose_points(
     count: int,
     rng: random.Random,
     hints: Sequence[str] = (),
+    objective: str = "speedup",
 ) -> list[tuple[Point, Optional[Point]]]:
     """Up to ``count`` new valid points, each with the parent it came from (or None)."""
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    generator = PointGenerator(space, history, rng)
+    generator = PointGenerator(space, history, rng, objective)
     overrides = knob_overrides(space, hints)
     if overrides:
         generator.from_hints(overrides, slots=max(1, count // 2))
@@ -317,7 +319,9 @@ class SearchProposer:
         request = context.request
         space = KnobSpace(context.problem.load_space())
         rng = generator_for(context.problem.name, request.proposer.seed, request.iteration)
-        points = choose_points(space, context.history, request.count, rng, hints=request.notebook.hints)
+        points = choose_points(
+            space, context.history, request.count, rng, hints=request.notebook.hints, objective=request.goal.objective
+        )
         batch = ProposalBatch()
         for point, parent in points:
             batch.proposals.append(self._render(space, point, parent))

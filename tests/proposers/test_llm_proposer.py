@@ -213,3 +213,24 @@ async def test_a_slow_call_heartbeats_while_it_waits(fake_llm, llm_settings, sto
     result = await env.run(ProposeActivities(database_url=store_url, settings=llm_settings).propose, request())
     assert len(result.candidates) == 1
     assert len(beats) >= 2
+
+
+async def test_an_unreachable_endpoint_is_retryable_and_its_credentials_stay_hidden(llm_settings, store_url):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = llm_settings.model_copy(update={"llm_base_url": f"http://user:hunter2@127.0.0.1:{port}/v1?token=abc"})
+    with pytest.raises(ApplicationError) as caught:
+        await propose(settings, store_url, request())
+    assert caught.value.type == "LLMUnreachable" and not caught.value.non_retryable
+    assert f"http://127.0.0.1:{port}/v1 is unreachable" in caught.value.message
+    assert "hunter2" not in caught.value.message and "token=abc" not in caught.value.message
+
+
+async def test_the_server_can_forbid_a_retry(fake_llm, llm_settings, store_url):
+    fake_llm.script(error_reply(500, "deterministic failure", x_should_retry="false"))
+    with pytest.raises(ApplicationError) as caught:
+        await propose(llm_settings, store_url, request())
+    assert caught.value.non_retryable and "HTTP 500" in caught.value.message

@@ -179,3 +179,20 @@ def test_hints_never_push_the_batch_past_count(count):
     chosen = choose_points(SPACE, [], count, generator_for("toy", 0, 0), hints=["SPLIT=4", "BLOCK=64", "num_warps=8"])
     assert len(chosen) == count
     assert chosen[0][0]["SPLIT"] == 4
+
+
+def test_a_roofline_goal_follows_the_roofline_not_the_speedup():
+    # Two accepted points: A is faster than the baseline, B closer to the roofline.
+    a = dict(toy.DEFAULT, BLOCK=16)
+    b = dict(toy.DEFAULT, BLOCK=256)
+    history = [
+        PastAttempt(0, 0, "", a, "ok", speedup=3.0, roofline=0.1),
+        PastAttempt(0, 1, "", b, "ok", speedup=1.0, roofline=0.9),
+    ]
+
+    def parents(objective):
+        chosen = choose_points(SPACE, history, 8, generator_for("toy", 0, 1), objective=objective)
+        return [parent["BLOCK"] for _, parent in chosen if parent is not None]
+
+    assert parents("roofline").count(256) > parents("roofline").count(16)
+    assert parents("speedup").count(16) > parents("speedup").count(256)
