@@ -25,47 +25,46 @@ HEARTBEAT_EVERY_S = 5.0
 # How long a cancelled evaluation waits for the judge to kill its child and return.
 CANCEL_GRACE_S = 30.0
 MESSAGE_LIMIT = 4000
-PROFILE_LIMIT = 12
 
 
-def resolve_device(requested: str, worker_device: Optional[str]) -> str:
-    """"auto" means the worker's device, else cuda when torch sees one, else cpu."""
-    if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
-        raise ValueError(f"device must be auto, cpu, cuda or cuda:N, got {requested!r}")
+def resolve_device(requested: str, worker_device: Optional[str]) -> Optional[str]:
+    """"auto" means the worker's device; None lets the judge pick (cuda when there is one)."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
     if requested != "auto":
         return requested
-    if worker_device:
-        return worker_device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return worker_device
 
 
 def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
-    """A few scalar profile figures from a judge report's ``profile`` section (registers,
-    spills, shared memory, ...): enough for the notebook, small enough for the history."""
-    profile = report.get("profile") or {}
+    """A few figures from the compiled kernels' resources (the judge records registers,
+    spills and shared memory per Triton kernel): the worst of each over all kernels, small
+    enough for the notebook and the history."""
+    kernels = [k for k in (report.get("resources") or {}).values() if isinstance(k, dict) and "error" not in k]
     figures: dict[str, Any] = {}
-    if isinstance(profile, dict):
-        for key in sorted(profile):
-            value = profile[key]
-            if isinstance(value, (int, float, bool)) or (isinstance(value, str) and len(value) <= 80):
-                figures[key] = value
-            if len(figures) >= PROFILE_LIMIT:
-                break
+    if not kernels:
+        return figures
+    figures["kernels"] = len(kernels)
+    for key, combine in (("registers", max), ("spills", sum), ("shared_bytes", max)):
+        values = [k[key] for k in kernels if isinstance(k.get(key), (int, float))]
+        if values:
+            figures[key] = combine(values)
+    if report.get("roofline") is not None:
+        figures["roofline"] = round(float(report["roofline"]), 4)
     return figures
 
 
-def _device_name(device: Any) -> str:
-    if isinstance(device, dict):
-        return str(device.get("name") or device.get("gpu") or device.get("device") or "")[:200]
-    return str(device or "")[:200]
+def _device_name(report: dict[str, Any]) -> str:
+    fingerprint = report.get("fingerprint") or {}
+    return str(fingerprint.get("gpu") or fingerprint.get("cpu") or report.get("device") or "")[:200]
 
 
 class Evaluator:
     """The evaluation activity, bound to a store and to this worker's device."""
 
     def __init__(self, database_url: Optional[str] = None, device: Optional[str] = None) -> None:
+        if device not in (None, "cpu", "cuda"):
+            raise ValueError(f"worker device must be cpu or cuda, got {device!r}")
         self.database_url = database_url
         self.device = device
 
@@ -110,7 +109,7 @@ class Evaluator:
             ) from error
 
     @staticmethod
-    def _judge(source: str, input: EvaluateInput, device: str, cancel: threading.Event):
+    def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event):
         from kernels.judge import judge
 
         try:
@@ -133,15 +132,14 @@ class Evaluator:
         with session_scope(self.database_url) as session:
             report_sha = put_text(session, json.dumps(data, sort_keys=True, default=str))
         status = report.status if report.status in JUDGE_STATUSES else "crashed"
-        gpu_seconds = getattr(report, "duration_s", None)
         return EvaluateResult(
             status=status,
             message=(report.message or "")[:MESSAGE_LIMIT],
             speedup=report.speedup,
             roofline=report.roofline,
             timing_kind=report.timing_kind or "",
-            gpu_seconds=float(gpu_seconds if gpu_seconds is not None else duration),
+            gpu_seconds=float(report.duration_s or duration),
             report_sha=report_sha,
-            device=_device_name(getattr(report, "device", None)),
+            device=_device_name(data),
             profile=profile_figures(data),
         )

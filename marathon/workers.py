@@ -45,8 +45,7 @@ def gpu_arch(device: str) -> str:
             f"device {device!r} asked for but torch sees no CUDA GPU "
             f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})"
         )
-    index = int(device.split(":", 1)[1]) if ":" in device else 0
-    major, minor = torch.cuda.get_device_capability(index)
+    major, minor = torch.cuda.get_device_capability(0)
     return f"sm{major}{minor}"
 
 

@@ -20,7 +20,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--device",
         default="auto",
-        help="gpu worker only: cuda, cuda:N, cpu (the Triton interpreter) or auto (cuda when torch sees one)",
+        choices=("auto", "cuda", "cpu"),
+        help="gpu worker only: cuda, cpu (the Triton interpreter) or auto (cuda when torch sees one)",
     )
     parser.add_argument("--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)")
     parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for Temporal to answer")
