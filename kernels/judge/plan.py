@@ -11,7 +11,8 @@ Output keys, per shape index ``j``:
 - ``v{j}/causal``: seed 0 with inputs at and after position ``t`` replaced; outputs before
   ``t`` must equal those of seed 0 bit for bit;
 - ``b{j}/recheck``: bench shape j, bench seed 0, called after timing (state drift);
-- ``b{j}/timed{k}``: outputs kept from timed calls on bench seed 0.
+- ``b{j}/timed{k}@{i}``: outputs kept from timed calls whose buffers held bench seed i (the
+  sandbox refills set 0's buffers with set 1's values at one random timed call).
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def reference_key(key: str, seeds: list[int], bench_seeds: list[int]) -> tuple[s
         return group, seeds[int(check[4:])]
     if check == "ptr":
         return group, seeds[1]
-    if check == "recheck" or check.startswith("timed"):
+    if check == "recheck":
         return group, bench_seeds[0]
+    if check.startswith("timed"):
+        return group, bench_seeds[int(check.partition("@")[2] or 0)]
     return None
 
 

@@ -221,7 +221,7 @@ class Sandbox:
             shape = tuple(shape)
             sets = [self.make(shape, seed) for seed in self.config["bench_seeds"]]
             kept: list[Any] = []
-            candidate = self._timed_candidate(sets[0], kept, shape)
+            candidate = self._timed_candidate(sets, kept, shape)
             providers = {"candidate": candidate, "baseline": self.baseline}
             entry: dict[str, Any] = {"shape": list(shape)}
             try:
@@ -235,28 +235,52 @@ class Sandbox:
             self.check_policy("while timing")
             entry["candidate"] = samples["candidate"].summary()
             entry["baseline"] = samples["baseline"].summary()
-            for k, out in enumerate(kept):
-                outputs[f"b{j}/timed{k}"] = out.detach().to("cpu", copy=True)
+            for k, (_, holds, out) in enumerate(kept):
+                outputs[f"b{j}/timed{k}@{holds}"] = out.detach().to("cpu", copy=True)
             del kept, sets, providers, candidate
             recheck = self.make(shape, self.config["bench_seeds"][0])
             outputs[f"b{j}/recheck"] = self.call_checked(recheck, shape, f"after timing {self.problem.describe_shape(shape)}")
             results.append(entry)
         return outputs, results
 
-    def _timed_candidate(self, watched_set, kept, shape):
-        state = self.guards.STATE
+    def _timed_candidate(self, sets, kept, shape):
+        """The candidate as a timing provider, with launch counting and output sampling.
 
+        At one random timed call on set 0 (unknown to the candidate), set 0's buffers are
+        refilled with set 1's values first: a result cached by address during timing then
+        comes back stale. Kept outputs are tagged with the bench seed their inputs held.
+        """
+        import random
+
+        state = self.guards.STATE
         torch = self.torch
-        marker = next(k for k, v in watched_set.items() if isinstance(v, torch.Tensor))
+        watched = sets[0]
+        marker = next(k for k, v in watched.items() if isinstance(v, torch.Tensor))
+        warmup, reps = self.config["warmup"], self.config["reps"]
+        swap_at = random.SystemRandom().randrange(warmup, warmup + max(1, (reps + 1) // 2))
+        calls = {"set0": 0, "holds": 0}
 
         def candidate(**inputs):
+            on_watched = inputs[marker] is watched[marker]
+            swap = on_watched and calls["set0"] == swap_at and len(sets) > 1
+            if swap:
+                for name, value in watched.items():
+                    if isinstance(value, torch.Tensor):
+                        value.copy_(sets[1][name])
+                    else:  # scalars travel by value: this call and later ones see the new one
+                        watched[name] = inputs[name] = sets[1][name]
+                calls["holds"] = 1
             launches = state.own_launches
             out = self.guards.call_watched(self.kernel, inputs)
             if state.own_launches == launches:
                 raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {self.problem.describe_shape(shape)}")
-            if inputs[marker] is watched_set[marker]:
-                kept.append(out)
-                del kept[:-2]
+            if on_watched:
+                calls["set0"] += 1
+                if swap:
+                    kept.append(("swap", calls["holds"], out))
+                else:
+                    kept[:] = [k for k in kept if k[0] == "swap"] + [k for k in kept if k[0] != "swap"][-1:]
+                    kept.append(("last", calls["holds"], out))
             return out
 
         return candidate
