@@ -152,7 +152,6 @@ class PointGenerator:
                 accepted.append(Scored(point, math.log(value)))
             elif attempt.status != "ok":
                 failed.append(point)
-        self.tried = len(self.taken)
         self.stats = KnobStatistics(space, accepted, failed)
         best_first = sorted(enumerate(accepted), key=lambda pair: (-pair[1].fitness, pair[0]))
         unique: dict[Hashable, Point] = {}

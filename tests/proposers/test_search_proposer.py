@@ -196,3 +196,36 @@ def test_a_roofline_goal_follows_the_roofline_not_the_speedup():
 
     assert parents("roofline").count(256) > parents("roofline").count(16)
     assert parents("speedup").count(16) > parents("speedup").count(256)
+
+
+def test_a_retry_on_another_worker_process_proposes_the_same(tmp_path):
+    """String hashing differs between processes; the proposal must not."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import json, sys\n"
+        "from activities.proposers.knob_space import KnobSpace\n"
+        "from activities.proposers.search import choose_points, generator_for\n"
+        "from activities.proposers.base import PastAttempt\n"
+        "import kernels.mla.space as m\n"
+        "space = KnobSpace(m)\n"
+        "history = []\n"
+        "for it in range(4):\n"
+        "    chosen = choose_points(space, history, 4, generator_for('mla-decode', 5, it), hints=['num_warps=8'])\n"
+        "    history += [PastAttempt(it, i, '', p, 'ok', 1.0 + 0.1 * i) for i, (p, _) in enumerate(chosen)]\n"
+        "print(json.dumps([h.knobs for h in history]))\n"
+    )
+    outputs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 16
