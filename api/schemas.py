@@ -82,11 +82,18 @@ class RunCreate(Strict):
     budget: BudgetIn = Field(default_factory=BudgetIn)
     proposer: ProposerIn = Field(default_factory=ProposerIn)
     candidates_per_iteration: int = Field(default=4, ge=1, le=64)
+    gpu_arch: Optional[str] = Field(
+        default=None,
+        pattern=r"^(sm[0-9]{2,3}|cpu)$",
+        description="Where candidates are timed (evaluation queue marathon-gpu-<arch>); "
+        "by default the first architecture with an evaluation worker polling, GPUs first",
+    )
 
 
 class RunCreated(BaseModel):
     id: str
     status: str
+    gpu_arch: str
     run_page_url: str
     temporal_url: str
 

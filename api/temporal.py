@@ -18,6 +18,9 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
 )
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
@@ -27,6 +30,12 @@ from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 WORKFLOW_NAME = "OptimizeKernelWorkflow"
 QUERY_TIMEOUT = timedelta(seconds=3)
 RPC_TIMEOUT = timedelta(seconds=10)
+
+# Evaluation queues are named after the hardware (``marathon-gpu-sm90``, ``marathon-gpu-cpu`` in
+# CPU mode); a run started without an explicit architecture goes where an evaluator is polling,
+# GPUs first, newest first.
+KNOWN_ARCHS = ("sm120", "sm100", "sm90", "sm89", "sm86", "sm80", "cpu")
+DEFAULT_ARCH = "sm90"
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
@@ -93,6 +102,26 @@ class TemporalGateway:
             )
         except RPCError as error:
             raise TemporalUnavailable(f"Temporal refused to start the workflow: {error.message}") from error
+
+    async def _has_evaluator(self, client: Client, queue: str) -> bool:
+        request = DescribeTaskQueueRequest(
+            namespace=self.settings.temporal_namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+        try:
+            response = await client.workflow_service.describe_task_queue(request, timeout=QUERY_TIMEOUT)
+        except RPCError:
+            return False
+        return len(response.pollers) > 0
+
+    async def evaluation_arch(self) -> str:
+        """The first architecture in KNOWN_ARCHS whose evaluation queue has a worker polling;
+        DEFAULT_ARCH when none has (the run then waits for one, as the workflow allows)."""
+        client = await self.client()
+        prefix = self.settings.gpu_task_queue_prefix
+        polled = await asyncio.gather(*(self._has_evaluator(client, prefix + arch) for arch in KNOWN_ARCHS))
+        return next((arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy), DEFAULT_ARCH)
 
     async def terminate_quietly(self, run_id: str, reason: str) -> None:
         """Best effort, for a start whose outcome is unknown (it may have reached the server)."""

@@ -83,6 +83,13 @@ def _search_attributes(run: OptimizeInput) -> TypedSearchAttributes:
     )
 
 
+async def _evaluation_arch(temporal) -> str:
+    try:
+        return await temporal.evaluation_arch()
+    except TemporalUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+
+
 def _insert_run(url: str, run: OptimizeInput) -> None:
     with session_scope(url) as session:
         repository.create_run(
@@ -112,6 +119,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
     if errors:
         raise RequestValidationError(errors)
+    arch = body.gpu_arch or await _evaluation_arch(temporal)
     run = OptimizeInput(
         run_id=service.new_run_id(body.problem),
         problem=body.problem,
@@ -119,6 +127,9 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         budget=budget,
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
+        gpu_arch=arch,
+        # The workflow's own default hard-codes the "marathon-gpu-" prefix; the settings may not.
+        evaluate_task_queue=f"{settings.gpu_task_queue_prefix}{arch}",
     )
     url = settings.resolved_database_url
     # The row goes first: the workflow's activities record attempts against it.
@@ -134,6 +145,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     return RunCreated(
         id=run.run_id,
         status="running",
+        gpu_arch=run.gpu_arch,
         run_page_url=service.run_page_url(settings, run.run_id),
         temporal_url=temporal.ui_url(run.run_id),
     )

@@ -105,13 +105,15 @@ async def serve_api(settings: Settings, client_factory, **app_options):
 
 
 @pytest_asyncio.fixture
-async def api(database_url, temporal_env, tmp_path):
+async def bare_api(database_url, temporal_env, tmp_path):
+    """The API on its own: no worker serves its task queue (tests bring their own)."""
     task_queue = f"api-test-{uuid.uuid4().hex[:10]}"
     settings = Settings(
         _env_file=None,
         home=tmp_path / "home",
         MARATHON_DATABASE_URL=database_url,
         cpu_task_queue=task_queue,
+        gpu_task_queue_prefix=f"{task_queue}-eval-",
         temporal_ui_url=UI_URL,
         max_body_bytes=20_000,
     )
@@ -123,18 +125,25 @@ async def api(database_url, temporal_env, tmp_path):
     settings.public_url = base_url
     with session_scope(database_url) as session:
         token = repository.create_token(session, name="tests")
-    worker = Worker(
-        temporal_env.client,
-        task_queue=task_queue,
-        workflows=[StandInOptimizeWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    )
-    async with worker, httpx.AsyncClient(
+    async with httpx.AsyncClient(
         base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
     ) as http, httpx.AsyncClient(base_url=base_url, timeout=30) as anonymous:
         yield Api(base_url, token, http, anonymous, settings, temporal_env.client, task_queue)
     server.should_exit = True
     await task
+
+
+@pytest_asyncio.fixture
+async def api(bare_api):
+    """The API with the stand-in workflow served on its task queue."""
+    worker = Worker(
+        bare_api.client,
+        task_queue=bare_api.task_queue,
+        workflows=[StandInOptimizeWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    async with worker:
+        yield bare_api
 
 
 @pytest_asyncio.fixture
