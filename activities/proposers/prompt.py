@@ -90,15 +90,23 @@ def problem_section(problem: Problem) -> str:
 
 
 def rules_section() -> str:
+    # The judge's static policy is the source of truth: state it so proposals pass it.
+    from kernels.judge.policy import ALLOWED_IMPORTS, ALLOWED_TORCH_NAMES, FORBIDDEN_BUILTINS
+
     return "\n".join(
         [
             RULES_HEADING,
             "- Triton only: write the kernels yourself with `triton` and `triton.language`.",
             "- Do not import third-party kernel libraries: " + ", ".join(FORBIDDEN_LIBRARIES) + ".",
-            "- Do not import " + ", ".join(FORBIDDEN_MODULES) + ", and do not read files, the network or "
-            "the environment.",
-            "- Do not compute the result with torch operations (matmul, softmax, einsum, ...), do not cache "
-            "results between calls, and do not special-case the benchmark inputs.",
+            "- Import nothing but " + ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"})) + " (so no "
+            + ", ".join(FORBIDDEN_MODULES) + "); do not read files, the network or the environment.",
+            "- From torch use only allocation, views, dtypes and device queries: "
+            + ", ".join(sorted(ALLOWED_TORCH_NAMES)) + ", and tensor views/metadata (shape, stride, view, "
+            "reshape, contiguous, ...).",
+            "- Do not compute the result with torch operations (matmul, softmax, einsum, sum, exp, ...), do not "
+            "cache results between calls, and do not special-case the benchmark inputs.",
+            "- Do not use " + ", ".join(sorted(b for b in FORBIDDEN_BUILTINS if not b.startswith("_"))) + ", "
+            "dunder attributes, .item()/.tolist(), streams, events or timers.",
             "- The kernel must work with Triton 3.6 and newer and for every listed shape, including ragged "
             "sizes.",
         ]

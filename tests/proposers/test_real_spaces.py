@@ -1,6 +1,6 @@
 """The search proposer and the LLM prompt on the real problems' spaces (kda, mla-decode):
-proposals are new, validate, and render to Python sources that define kernel(...) and import
-no forbidden library."""
+proposals are new, validate, and render to Python sources that define kernel(...), import no
+forbidden library and pass the judge's static policy."""
 
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ def synthetic_speedup(space, point, weights):
     return math.exp(sum(w * space.space[k].index(point[k]) / len(space.space[k]) for k, w in weights.items()))
 
 
+def policy_findings(source):
+    from kernels.judge.policy import scan
+
+    return [finding.render() for finding in scan(source)]
+
+
 def imported_modules(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -72,6 +78,7 @@ def test_search_proposals_on_the_real_space_validate_and_render(name):
             tree = ast.parse(source)
             assert "kernel" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
             assert not set(imported_modules(tree)) & set(FORBIDDEN_LIBRARIES)
+            assert policy_findings(source) == [], space.describe(point)
             speedup = synthetic_speedup(space, point, weights)
             status = "ok" if speedup is not None else "compile_error"
             history.append(PastAttempt(iteration, index, space.describe(point), dict(point), status, speedup))
