@@ -79,7 +79,10 @@ class Sandbox:
         import types
 
         Path(self.candidate_file).write_text(source)
-        code = compile(source, self.candidate_file, "exec")
+        try:
+            code = compile(source, self.candidate_file, "exec")
+        except SyntaxError as error:
+            raise Reject("compile_error", f"line {error.lineno}: SyntaxError: {error.msg}: {(error.text or '').strip()}") from None
         self.guards.install(self.candidate_file)
         self.snapshot = self.guards.watched_functions()
         module = types.ModuleType("candidate")
@@ -143,17 +146,17 @@ class Sandbox:
         for n in shape:
             numel *= n
         value = float("nan") if dtype.is_floating_point else -1
-        for size in (numel, numel * 2, 1 << 20):
-            block = torch.empty(size, dtype=dtype, device=self.device)
+        blocks = [torch.empty(size, dtype=dtype, device=self.device) for size in (1 << 20, numel * 2, numel, numel)]
+        for block in blocks:
             block.fill_(value)
-            del block
+        del block, blocks  # freed last-in first-out: the output-sized blocks come back first
 
     def call_checked(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
         """Call the candidate under every guard; return a CPU copy of its output."""
         torch = self.torch
         out_shape, out_dtype = self.problem.output(shape, self.dtype)
-        self.poison(out_shape, out_dtype)
         clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        self.poison(out_shape, out_dtype)
         launches = self.guards.STATE.own_launches
         threads = threading.active_count()
         try:

@@ -1,0 +1,92 @@
+"""The adversarial corpus: each candidate file, the exploit it tries, and the verdict it must get.
+
+``static`` says whether the judgement runs with the source scan on. Candidates the scan
+already stops are judged with the scan off, so the test proves the run-time guards of the
+sandbox stop them on their own (defense in depth); the scan's findings are tested
+separately in ``test_judge_policy.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CANDIDATES = Path(__file__).parent / "candidates"
+TOY = "tests.judge.toy:PROBLEM"
+FAKE_SECRET = "sk-judge-fake-123"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    status: str
+    says: str  # a fragment the message must contain (case-insensitive)
+    static: bool = False
+    timeout_s: float = 240.0
+
+    @property
+    def source(self) -> str:
+        return (CANDIDATES / f"{self.name}.py").read_text()
+
+
+RUNTIME_CASES = (
+    Case("honest_cumsum", "ok", "accepted", static=True),
+    Case("honest_views", "ok", "accepted", static=True),
+    Case("empty_output", "incorrect", "seed #0"),
+    Case("stale_output", "incorrect", "tolerance"),
+    Case("cached_output", "incorrect", "does not depend on the inputs"),
+    Case("cached_by_address", "incorrect", "cached by address"),
+    Case("constant_output", "incorrect", "does not depend on the inputs"),
+    Case("torch_fallback", "forbidden", "aten.cumsum"),
+    Case("hidden_getattr", "forbidden", "getattr(torch, 'cumsum')", static=True),
+    Case("hidden_method", "forbidden", "aten.cumsum", static=True),
+    Case("hidden_arithmetic", "forbidden", "aten.mul", static=True),
+    Case("hidden_exec", "forbidden", "exec"),
+    Case("import_fla", "forbidden", "third-party kernel library 'fla"),
+    Case("import_flash_attn_runtime", "forbidden", "third-party kernel library 'flash_attn'"),
+    Case("import_subprocess", "forbidden", "import of 'subprocess' refused"),
+    Case("backdoor_subprocess", "forbidden", "subprocess.Popen"),
+    Case("backdoor_socket", "forbidden", "socket."),
+    Case("backdoor_ctypes", "forbidden", "ctypes."),
+    Case("backdoor_timer_patch", "forbidden", "replaced time.perf_counter"),
+    Case("event_patch", "forbidden", "replaced torch.cuda.Event.elapsed_time"),
+    Case("ghost_launch", "forbidden", "no Triton kernel of the candidate was launched", static=True),
+    Case("lying_subclass", "incorrect", "plain torch.Tensor"),
+    Case("input_mutation", "incorrect", "modified its input 'x'", static=True),
+    Case("non_causal", "incorrect", "causality violated", static=True),
+    Case("backdoor_gc_steal", "forbidden", "gc.get_objects"),
+    Case("early_exit", "runtime_error", "SystemExit", static=True),
+    Case("hard_exit", "crashed", "without a report"),
+    Case("fake_report", "crashed", "without a report"),
+    Case("read_secrets", "ok", "accepted"),
+    Case("self_kill", "forbidden", "os.kill"),
+    Case("oob_crash", "crashed", "SIGSEGV", static=True),
+    Case("oom", "runtime_error", "out of memory", static=True),
+    Case("runaway_print", "ok", "accepted", static=True),
+    Case("syntax_error", "compile_error", "line 33"),
+    Case("hang", "timeout", "no verdict within", static=True, timeout_s=20.0),
+)
+
+# Candidate -> a fragment of the first static finding.
+STATIC_CASES = {
+    "torch_fallback": "torch.cumsum",
+    "hidden_exec": "'exec' is not allowed",
+    "import_fla": "third-party kernel library 'fla.ops.kda'",
+    "import_flash_attn_runtime": "'__import__' is not allowed",
+    "import_subprocess": "import of 'subprocess' is not allowed",
+    "backdoor_subprocess": "'.modules'",
+    "backdoor_socket": "'.modules'",
+    "backdoor_ctypes": "'.modules'",
+    "backdoor_timer_patch": "'.perf_counter'",
+    "timer_patch": "import of 'time' is not allowed",
+    "event_patch": "'.elapsed_time'",
+    "lying_subclass": "subclassing torch types",
+    "gc_steal": "import of 'gc' is not allowed",
+    "backdoor_gc_steal": "'.modules'",
+    "hard_exit": "'._exit'",
+    "fake_report": "'._exit'",
+    "read_secrets": "torch.os",
+    "self_kill": "torch.os",
+    "side_stream": "'.Stream'",
+    "syntax_error": "SyntaxError",
+}

@@ -1,0 +1,89 @@
+"""Every known exploit, judged for real on the CPU (Triton interpreter), must get its verdict.
+
+All judgements run once per session, a few at a time, in a module fixture; each test then
+checks one verdict. The secret-bearing environment variables are set for the whole batch,
+so every child would see them if the scrub failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from kernels.judge import JudgeReport, judge
+from tests.judge.corpus import FAKE_SECRET, RUNTIME_CASES, TOY
+
+SECRETS = {
+    "MARATHON_TEST_API_KEY": FAKE_SECRET,
+    "OPENAI_API_KEY": FAKE_SECRET,
+    "DATABASE_URL": f"postgresql://user:{FAKE_SECRET}@db/x",
+    "TRITON_FAKE_TOKEN": FAKE_SECRET,
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, JudgeReport]:
+    saved = {k: os.environ.get(k) for k in SECRETS}
+    os.environ.update(SECRETS)
+    try:
+        def run(case):
+            return case.name, judge(case.source, TOY, device="cpu", seeds=2, timing_reps=1,
+                                    timeout_s=case.timeout_s, static_policy=case.static)
+
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            return dict(pool.map(run, sorted(RUNTIME_CASES, key=lambda c: -c.timeout_s)))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.mark.parametrize("case", RUNTIME_CASES, ids=lambda c: c.name)
+def test_corpus_verdict(case, verdicts):
+    report = verdicts[case.name]
+    assert report.status == case.status, f"{case.name}: {report.status}: {report.message}"
+    assert case.says.lower() in report.message.lower(), report.message
+    assert report.accepted == (case.status == "ok")
+    assert report.candidate_sha256 and report.problem == "toy-cumsum"
+
+
+def test_accepted_report_carries_scores_and_fingerprint(verdicts):
+    report = verdicts["honest_cumsum"]
+    assert report.timing_kind == "interpreter"
+    assert report.speedup is not None and report.speedup > 0
+    assert report.roofline is None  # no roofline for interpreter timings
+    assert {"torch", "triton", "judge", "cpu"} <= set(report.fingerprint)
+    assert len(report.shapes) == 2
+    for shape in report.shapes:
+        assert shape["max_error"] < shape["tolerance"]
+        assert {"seed0", "seed1", "ptr", "causal", "recheck"} - {"causal"} <= set(shape["errors"])
+        assert shape["timing"]["candidate"]["median_ms"] > 0 and shape["speedup"] > 0
+    assert "not GPU performance" in report.message
+
+
+def test_secrets_never_reach_the_candidate(verdicts):
+    report = verdicts["read_secrets"]
+    assert report.status == "ok", report.message  # it raises with the names it finds
+    assert FAKE_SECRET not in json.dumps(report.to_dict())
+
+
+def test_runaway_output_is_capped(verdicts):
+    report = verdicts["runaway_print"]
+    assert "bytes of output dropped" in report.output_tail
+    assert len(report.output_tail) <= 4000
+
+
+def test_fake_report_on_stdout_is_ignored(verdicts):
+    report = verdicts["fake_report"]
+    assert report.status == "crashed" and report.speedup is None
+    assert '"speedup": 1000.0' in report.output_tail  # it printed; nobody listened
+
+
+def test_compile_error_keeps_line_and_message(verdicts):
+    message = verdicts["syntax_error"].message
+    assert "line 33" in message and "expected ':'" in message

@@ -1,0 +1,64 @@
+"""The static scan, without starting any process: what it rejects and what it lets through."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.judge import judge
+from kernels.judge.policy import scan
+from tests.judge.corpus import CANDIDATES, STATIC_CASES, TOY
+
+
+@pytest.mark.parametrize("name", sorted(STATIC_CASES))
+def test_scan_rejects_exploit(name):
+    findings = scan((CANDIDATES / f"{name}.py").read_text())
+    assert findings, f"{name} passed the static scan"
+    text = " | ".join(f.render() for f in findings)
+    assert STATIC_CASES[name] in text, text
+
+
+@pytest.mark.parametrize("name", ["honest_cumsum", "honest_views", "non_causal", "input_mutation", "hidden_getattr"])
+def test_scan_lets_valid_python_through(name):
+    # non_causal and input_mutation are pure Triton cheats: only run-time checks can see them.
+    assert scan((CANDIDATES / f"{name}.py").read_text()) == []
+
+
+@pytest.mark.parametrize(
+    "snippet, fragment",
+    [
+        ("import torch\ndef kernel(x):\n    return torch.matmul(x, x)", "torch.matmul"),
+        ("import torch.nn.functional as F\ndef kernel(x):\n    return F.softmax(x, -1)", "torch.nn.functional"),
+        ("import torch\ndef kernel(x):\n    return torch.ops.aten.mm(x, x)", "'.ops'"),
+        ("import torch\ndef kernel(x):\n    return x.softmax(-1)", "'.softmax()'"),
+        ("import torch\ndef kernel(x):\n    return x.sum()", "'.sum()'"),
+        ("from torch import einsum\ndef kernel(x):\n    return einsum('ij->i', x)", "torch.einsum"),
+        ("import triton\ntriton.jit = None\ndef kernel(x):\n    return x", "assigning to 'triton.jit'"),
+        ("import torch\ndef kernel(x):\n    return eval('x')", "'eval'"),
+        ("import torch\ndef kernel(x):\n    return x.__class__", "dunder attribute"),
+        ("import torch\nimport triton\nimport triton.language as tl\n@triton.jit\ndef k(p):\n    torch.exp(p)\n"
+         "def kernel(x):\n    return x", "torch cannot be used inside a @triton.jit kernel"),
+        ("import importlib\ndef kernel(x):\n    return x", "import of 'importlib'"),
+        ("import torch\ndef kernel(x):\n    return getattr(torch, 'sys')", "getattr of 'sys'"),
+        ("import torch\ndef helper(x):\n    return x", "kernel(**inputs)"),
+    ],
+)
+def test_scan_catches(snippet, fragment):
+    text = " | ".join(f.render() for f in scan(snippet))
+    assert fragment in text, text
+
+
+def test_judge_rejects_statically_without_a_process():
+    report = judge((CANDIDATES / "import_fla.py").read_text(), TOY, device="cpu")
+    assert report.status == "forbidden"
+    assert report.fingerprint == {} and report.shapes == []  # no child ever ran
+    assert "line 33" in report.message
+
+
+def test_judge_validates_arguments():
+    source = (CANDIDATES / "honest_cumsum.py").read_text()
+    with pytest.raises(ValueError, match="unknown problem 'nope'; known problems: kda, mla-decode"):
+        judge(source, "nope")
+    with pytest.raises(ValueError, match="seeds must be >= 1, got 0"):
+        judge(source, TOY, seeds=0)
+    with pytest.raises(ValueError, match="device must be"):
+        judge(source, TOY, device="tpu")
