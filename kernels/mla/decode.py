@@ -9,14 +9,15 @@ log2-sum-exp.
 Kernel 2 (combine): program (b·h, value slice) weights the partials of every split by
 2^(lse_s - max) / sum and writes the output in the input dtype.
 
-The split count is chosen on the host so that splits · B · head blocks reaches about
-``programs_target`` programs (the H200 has 132 SMs), with no empty split.
+The split count is chosen on the host (``split_plan``): whole waves of one program per SM
+(the H200 has 132), no empty split.
 
 The host code only allocates, reshapes and launches: this file is also a candidate source for
 the judge, which forbids PyTorch compute. Every knob lives in ``CONFIG`` so the search space
 can rewrite it.
 """
 
+import functools
 import math
 
 import torch
@@ -28,8 +29,9 @@ CONFIG = {
     "block_h": 64,
     "num_warps": 8,
     "num_stages": 2,
-    "programs_target": 132,
+    "sm_count": 132,
     "min_split_tokens": 64,
+    "split_overhead_tokens": 64,
     "partial_dtype": "float32",
     "combine_block_dv": 128,
     "combine_block_s": 32,
@@ -41,28 +43,28 @@ D_ROPE = 64
 D_QK = D_LATENT + D_ROPE
 LOG2_E = 1.0 / math.log(2.0)
 _SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_MAX_WORKSPACES = 16
 
 
 @triton.jit
 def _mla_split_kernel(
     Q, KV, O_PART, LSE_PART,
-    qk_scale_log2, seq_len, num_heads, split_len,
-    stride_qb, stride_qh,
-    stride_kvb, stride_kvs,
-    stride_pb, stride_ph, stride_ps,
-    stride_lb, stride_lh,
+    qk_scale_log2, seq_len, num_heads, split_len, num_splits,
     D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
+    # Contiguous layouts: q [B, H, 576], kv [B, S, 576], o_part [B, H, splits, 512], lse_part [B, H, splits].
+    D_QK: tl.constexpr = D_LATENT + D_ROPE
     split = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
     offs_h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask_h = offs_h < num_heads
     offs_c = tl.arange(0, D_LATENT)
     offs_r = tl.arange(0, D_ROPE)
+    rows_bh = b * num_heads + offs_h  # [BLOCK_H] int64
 
-    q_rows = Q + b * stride_qb + offs_h[:, None] * stride_qh
+    q_rows = Q + rows_bh[:, None] * D_QK
     q_lat = tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0)  # [BLOCK_H, 512]
     q_rope = tl.load(q_rows + D_LATENT + offs_r[None, :], mask=mask_h[:, None], other=0.0)  # [BLOCK_H, 64]
 
@@ -71,13 +73,13 @@ def _mla_split_kernel(
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, D_LATENT], tl.float32)
-    kv_batch = KV + b * stride_kvb
+    kv_batch = KV + b * seq_len * D_QK
     # The host never makes an empty split, so every tile holds at least one valid row and
     # the running maximum is finite after the first tile.
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         mask_n = offs_n < end
-        kv_rows = kv_batch + offs_n[:, None].to(tl.int64) * stride_kvs
+        kv_rows = kv_batch + offs_n[:, None] * D_QK
         lat = tl.load(kv_rows + offs_c[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 512]: K and V
         rope = tl.load(kv_rows + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 64]
         # [BLOCK_H, 512] @ [512, BLOCK_N] + [BLOCK_H, 64] @ [64, BLOCK_N] -> [BLOCK_H, BLOCK_N]
@@ -93,26 +95,22 @@ def _mla_split_kernel(
         m_i = m_new
 
     o = acc / l_i[:, None]
-    part_rows = O_PART + b * stride_pb + offs_h[:, None] * stride_ph + split * stride_ps
-    tl.store(part_rows + offs_c[None, :], o.to(O_PART.dtype.element_ty), mask=mask_h[:, None])
-    tl.store(LSE_PART + b * stride_lb + offs_h * stride_lh + split, m_i + tl.log2(l_i), mask=mask_h)
+    part_index = rows_bh * num_splits + split  # [BLOCK_H]
+    tl.store(O_PART + part_index[:, None] * D_LATENT + offs_c[None, :], o.to(O_PART.dtype.element_ty),
+             mask=mask_h[:, None])
+    tl.store(LSE_PART + part_index, m_i + tl.log2(l_i), mask=mask_h)
 
 
 @triton.jit
 def _mla_combine_kernel(
     O_PART, LSE_PART, OUT,
-    num_heads, num_splits,
-    stride_pb, stride_ph, stride_ps,
-    stride_lb, stride_lh,
-    stride_ob, stride_oh,
-    SPLITS_P2: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
+    num_splits,
+    D_LATENT: tl.constexpr, SPLITS_P2: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
-    row = tl.program_id(0)
-    b = (row // num_heads).to(tl.int64)
-    h = row % num_heads
+    row = tl.program_id(0).to(tl.int64)  # b * H + h
     offs_v = tl.program_id(1) * BLOCK_DV + tl.arange(0, BLOCK_DV)
-    lse_row = LSE_PART + b * stride_lb + h * stride_lh
-    part_row = O_PART + b * stride_pb + h * stride_ph
+    lse_row = LSE_PART + row * num_splits
+    part_row = O_PART + row * num_splits * D_LATENT
 
     offs_all = tl.arange(0, SPLITS_P2)
     lse_all = tl.load(lse_row + offs_all, mask=offs_all < num_splits, other=float("-inf"))  # [SPLITS_P2]
@@ -124,28 +122,36 @@ def _mla_combine_kernel(
         offs_s = s0 + tl.arange(0, BLOCK_S)
         mask_s = offs_s < num_splits
         w = tl.exp2(tl.load(lse_row + offs_s, mask=mask_s, other=float("-inf")) - lse_max)  # [BLOCK_S]
-        part = tl.load(part_row + offs_s[:, None] * stride_ps + offs_v[None, :], mask=mask_s[:, None], other=0.0)
+        part = tl.load(part_row + offs_s[:, None] * D_LATENT + offs_v[None, :], mask=mask_s[:, None], other=0.0)
         acc += tl.sum(part.to(tl.float32) * w[:, None], axis=0)  # [BLOCK_S, BLOCK_DV] -> [BLOCK_DV]
-    tl.store(OUT + b * stride_ob + h * stride_oh + offs_v, (acc / total).to(OUT.dtype.element_ty))
+    tl.store(OUT + row * D_LATENT + offs_v, (acc / total).to(OUT.dtype.element_ty))
 
 
-def split_plan(batch: int, heads: int, seq_len: int, config: dict = CONFIG) -> dict:
+@functools.lru_cache(maxsize=256)
+def split_plan(batch: int, heads: int, seq_len: int) -> dict:
     """The launch geometry for one shape: head block, split length and split count.
 
-    Splits are whole multiples of ``block_n`` and none is empty.
+    Splits are whole multiples of ``block_n`` (at least ``min_split_tokens``) and none is
+    empty. The count minimizes waves x (tokens per split + ``split_overhead_tokens``), where
+    a wave is ``sm_count`` programs (one program per SM: the split kernel fills an SM's
+    registers), so batched shapes avoid a nearly empty last wave and batch-1 shapes split
+    the sequence over every SM.
     """
-    block_n = config["block_n"]
-    block_h = min(config["block_h"], max(16, triton.next_power_of_2(heads)))
+    block_n = CONFIG["block_n"]
+    block_h = min(CONFIG["block_h"], max(16, triton.next_power_of_2(heads)))
     head_blocks = triton.cdiv(heads, block_h)
-    wanted_splits = max(1, triton.cdiv(config["programs_target"], batch * head_blocks))
-    split_len = max(triton.cdiv(seq_len, wanted_splits), config["min_split_tokens"], 1)
-    split_len = triton.cdiv(split_len, block_n) * block_n
-    return {
-        "block_h": block_h,
-        "head_blocks": head_blocks,
-        "split_len": split_len,
-        "num_splits": triton.cdiv(seq_len, split_len),
-    }
+    rows = batch * head_blocks
+    min_tokens = max(CONFIG["min_split_tokens"], block_n)
+    most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * CONFIG["sm_count"], rows))
+    best = None
+    for wanted in range(1, max(1, most_splits) + 1):
+        split_len = triton.cdiv(triton.cdiv(seq_len, wanted), block_n) * block_n
+        num_splits = triton.cdiv(seq_len, split_len)
+        waves = triton.cdiv(rows * num_splits, CONFIG["sm_count"])
+        cost = waves * (split_len + CONFIG["split_overhead_tokens"])
+        if best is None or cost < best[0]:
+            best = (cost, split_len, num_splits)
+    return {"block_h": block_h, "head_blocks": head_blocks, "split_len": best[1], "num_splits": best[2]}
 
 
 def _check_inputs(q, kv, scale) -> None:
@@ -163,8 +169,8 @@ def _check_inputs(q, kv, scale) -> None:
         raise ValueError(f"q and kv must share a dtype among {_SUPPORTED_DTYPES}, got {q.dtype} and {kv.dtype}")
     if q.device != kv.device:
         raise ValueError(f"q is on {q.device} but kv is on {kv.device}")
-    if q.stride(2) != 1 or kv.stride(2) != 1:
-        raise ValueError(f"the last dim must be contiguous, got strides {q.stride()} and {kv.stride()}")
+    if not q.is_contiguous() or not kv.is_contiguous():
+        raise ValueError(f"q and kv must be contiguous, got strides {q.stride()} and {kv.stride()}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
 
@@ -176,36 +182,40 @@ def _partial_dtype(dtype: torch.dtype) -> torch.dtype:
     return getattr(torch, CONFIG["partial_dtype"])
 
 
+_WORKSPACES = {}
+
+
+def _workspace(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Split partials are scratch: keep them between calls, which saves allocations on the
+    launch path (it dominates at batch 1). Calls on concurrent streams must not share them."""
+    key = (shape, dtype, device)
+    buffer = _WORKSPACES.get(key)
+    if buffer is None:
+        if len(_WORKSPACES) >= _MAX_WORKSPACES:
+            _WORKSPACES.clear()
+        buffer = _WORKSPACES[key] = torch.empty(shape, dtype=dtype, device=device)
+    return buffer
+
+
 def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan) -> torch.Tensor:
-    """Launch both kernels into caller-provided buffers (tests poison them with NaN).
+    """Launch both kernels into caller-provided contiguous buffers (tests poison them with NaN).
 
     out: [B, H, 512]; o_part: [B, H, num_splits, 512]; lse_part: [B, H, num_splits] fp32.
     """
     batch, heads, _ = q.shape
-    seq_len = kv.shape[1]
     num_splits = plan["num_splits"]
-    input_precision = "ieee" if q.dtype == torch.float32 else "tf32"
     _mla_split_kernel[(num_splits, batch, plan["head_blocks"])](
         q, kv, o_part, lse_part,
-        float(scale) * LOG2_E, seq_len, heads, plan["split_len"],
-        q.stride(0), q.stride(1),
-        kv.stride(0), kv.stride(1),
-        o_part.stride(0), o_part.stride(1), o_part.stride(2),
-        lse_part.stride(0), lse_part.stride(1),
-        D_LATENT=D_LATENT, D_ROPE=D_ROPE,
-        BLOCK_H=plan["block_h"], BLOCK_N=CONFIG["block_n"],
-        INPUT_PRECISION=input_precision,
+        float(scale) * LOG2_E, kv.shape[1], heads, plan["split_len"], num_splits,
+        D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"], BLOCK_N=CONFIG["block_n"],
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
     splits_p2 = triton.next_power_of_2(num_splits)
     block_dv = CONFIG["combine_block_dv"]
     _mla_combine_kernel[(batch * heads, D_LATENT // block_dv)](
-        o_part, lse_part, out,
-        heads, num_splits,
-        o_part.stride(0), o_part.stride(1), o_part.stride(2),
-        lse_part.stride(0), lse_part.stride(1),
-        out.stride(0), out.stride(1),
-        SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2), BLOCK_DV=block_dv,
+        o_part, lse_part, out, num_splits,
+        D_LATENT=D_LATENT, SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2), BLOCK_DV=block_dv,
         num_warps=CONFIG["combine_num_warps"],
     )
     return out
@@ -214,15 +224,15 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan) -> torch.Tensor:
 def mla_decode(q, kv, scale):
     """o = softmax(scale · q·kvᵀ) · kv[..., :512], with kv both key (576 dims) and value (512).
 
-    q: [B, H, 576], kv: [B, S, 576] (bf16, fp16 or fp32; last dim contiguous), scale: float.
+    q: [B, H, 576], kv: [B, S, 576] (bf16, fp16 or fp32; contiguous), scale: float.
     Returns o: [B, H, 512] in q's dtype.
     """
     _check_inputs(q, kv, scale)
     batch, heads, _ = q.shape
     plan = split_plan(batch, heads, kv.shape[1])
     out = torch.empty((batch, heads, D_LATENT), dtype=q.dtype, device=q.device)
-    o_part = torch.empty((batch, heads, plan["num_splits"], D_LATENT), dtype=_partial_dtype(q.dtype), device=q.device)
-    lse_part = torch.empty((batch, heads, plan["num_splits"]), dtype=torch.float32, device=q.device)
+    o_part = _workspace((batch, heads, plan["num_splits"], D_LATENT), _partial_dtype(q.dtype), q.device)
+    lse_part = _workspace((batch, heads, plan["num_splits"]), torch.float32, q.device)
     return mla_decode_into(q, kv, scale, out, o_part, lse_part, plan)
 
 

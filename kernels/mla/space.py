@@ -18,10 +18,11 @@ _CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL
 SPACE: dict[str, tuple[Any, ...]] = {
     "block_n": (16, 32, 64, 128),
     "block_h": (16, 32, 64, 128),
-    "num_warps": (4, 8),
+    "num_warps": (4, 8, 16),
     "num_stages": (1, 2, 3, 4),
-    "programs_target": (66, 132, 264, 528),
+    "sm_count": (66, 132, 264),
     "min_split_tokens": (32, 64, 128, 256, 512, 1024),
+    "split_overhead_tokens": (0, 32, 64, 128, 256, 512),
     "partial_dtype": ("float32", "bfloat16"),
     "combine_block_dv": (64, 128, 256, 512),
     "combine_block_s": (8, 16, 32, 64),
@@ -88,8 +89,9 @@ def describe(point: dict[str, Any]) -> str:
     """One line for people and for the notebook of a run."""
     return (
         f"split kernel block_n={point['block_n']} block_h={point['block_h']} warps={point['num_warps']} "
-        f"stages={point['num_stages']}; splits for ~{point['programs_target']} programs, "
-        f">= {point['min_split_tokens']} tokens each, {point['partial_dtype']} partials; "
+        f"stages={point['num_stages']}; splits in waves of {point['sm_count']} programs, "
+        f">= {point['min_split_tokens']} tokens each, a split costs {point['split_overhead_tokens']} tokens, "
+        f"{point['partial_dtype']} partials; "
         f"combine dv={point['combine_block_dv']} s={point['combine_block_s']} warps={point['combine_num_warps']}"
     )
 

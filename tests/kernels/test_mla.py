@@ -126,7 +126,7 @@ def test_input_checks_name_the_numbers(q_shape, kv_shape, scale, message):
 def test_input_checks_reject_mixed_dtypes_and_strided_rows():
     with pytest.raises(ValueError, match="share a dtype"):
         mla_decode(torch.zeros(1, 4, 576), torch.zeros(1, 10, 576, dtype=torch.float64), 0.1)
-    with pytest.raises(ValueError, match="last dim must be contiguous"):
+    with pytest.raises(ValueError, match="q and kv must be contiguous"):
         mla_decode(torch.zeros(1, 4, 576), torch.zeros(1, 576, 10).transpose(1, 2), 0.1)
 
 
