@@ -35,6 +35,7 @@ import triton.language as tl
 # The knobs of the search space (kernels/kda/space.py rewrites this literal).
 CONFIG = {
     "chunk": 64,
+    "prep_block_k": 32,
     "prep_num_warps": 8,
     "prep_num_stages": 1,
     "prep_precision": "tf32",
@@ -54,7 +55,7 @@ def _prepare_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
     scale, T, NT, H,
-    D: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
     i_t = tl.program_id(0).to(tl.int64)
@@ -62,104 +63,113 @@ def _prepare_kernel(
     i_b = i_bh // H
     i_h = i_bh % H
     in_base = i_b * T * H * D + i_h * D
-    beta_base = i_b * T * H + i_h
     # Intermediates are [B, H, NT * BT, ...]: each head's chunks lie one after another.
     chunk_row0 = i_bh * NT * BT + i_t * BT
 
-    # 3D views [NC, BC, D]: sub-chunk n, row i in it, channel d.
+    # 3D views [NC, BC, BK]: sub-chunk n, row i in it, channel d of the current tile.
     n3 = tl.arange(0, NC)[:, None, None]
     i3 = tl.arange(0, BC)[None, :, None]
-    d3 = tl.arange(0, D)[None, None, :]
     j3 = tl.arange(0, BC)[None, None, :]
     rows3 = i_t * BT + n3 * BC + i3
     valid3 = rows3 < T
-    offs3 = in_base + rows3 * H * D + d3
-    q3 = tl.load(q_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
-    k3 = tl.load(k_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
-    g3 = tl.load(g_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
-    b3 = tl.load(beta_ptr + beta_base + rows3 * H, mask=valid3, other=0.0).to(tl.float32)  # [NC, BC, 1]
-
-    # In-chunk cumulative gates: within each sub-chunk, plus the sum of the earlier ones.
-    totals = tl.sum(g3, axis=1)  # [NC, D]
-    prefix = tl.cumsum(totals, axis=0) - totals  # [NC, D], exclusive
-    G3 = tl.cumsum(g3, axis=1) + prefix[:, None, :]
-    G_anchor = tl.sum(tl.where(i3 == 0, G3, 0.0), axis=1)[:, None, :]  # first row of each sub-chunk
-
-    # What the scan needs besides W and U: scale e^G q, e^(G_last - G) k, e^G_last. Rows past
-    # T hold g = 0, so the last row's G is the last valid token's. Done first so that q3 and
-    # k3 die early (register pressure).
-    decay3 = tl.exp(G3)
-    G_last = tl.sum(tl.sum(tl.where((n3 == NC - 1) & (i3 == BC - 1), G3, 0.0), axis=1), axis=0)  # [D]
-    out3 = (chunk_row0 + n3 * BC + i3) * D + d3
-    tl.store(qg_ptr + out3, (q3 * decay3 * scale).to(qg_ptr.dtype.element_ty))
-    tl.store(kg_ptr + out3, (k3 * tl.exp(G_last[None, None, :] - G3)).to(kg_ptr.dtype.element_ty))
-    tl.store(decay_ptr + (i_bh * NT + i_t) * D + tl.arange(0, D), tl.exp(G_last))
-    x3 = k3 * decay3 * b3  # beta e^G k, the right-hand side of W
-
-    to_anchor = tl.exp(G3 - G_anchor)  # <= 1
-    q_t = q3 * to_anchor * scale
-    k_t = k3 * to_anchor
-    k_hat = k3 * tl.exp(G_anchor - G3)  # >= 1, bounded by the sub-chunk span
-
-    # Diagonal blocks: [NC, BC, D] @ [NC, D, BC] -> [NC, BC, BC]
-    a_kk_diag = tl.dot(k_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION) * b3
-    a_kk_diag = tl.where(i3 > j3, a_kk_diag, 0.0)
-    a_qk_diag = tl.dot(q_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
-    a_qk_diag = tl.where(i3 >= j3, a_qk_diag, 0.0)
-    aqk_rows = (chunk_row0 + n3 * BC + i3) * BT
-    tl.store(aqk_ptr + aqk_rows + n3 * BC + j3, a_qk_diag.to(aqk_ptr.dtype.element_ty))
-
-    # Blocks below the diagonal, (n, n - delta): the keys of sub-chunk n - delta, anchored at
-    # the first row of the query sub-chunk n, so both factors are <= 1.
-    n4 = tl.arange(0, NC)[:, None, None, None]
-    m4 = tl.arange(0, NC)[None, None, :, None]
-    lower4 = tl.zeros([NC, BC, NC, BC], dtype=tl.float32)
     nn = tl.arange(0, NC)[:, None, None]
     mm = tl.arange(0, NC)[None, :, None]
-    for delta in tl.static_range(1, NC):
-        key_rows3 = rows3 - delta * BC
-        key_valid3 = (n3 >= delta) & (key_rows3 < T)
-        key_offs3 = in_base + key_rows3 * H * D + d3
-        k_s = tl.load(k_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
-        g_s = tl.load(g_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
-        # prefix of sub-chunk n - delta, moved to slot n: [NC, NC, D] select-and-sum
-        prefix_s = tl.sum(tl.where(nn - delta == mm, prefix[None, :, :], 0.0), axis=1)
-        G_s = tl.cumsum(g_s, axis=1) + prefix_s[:, None, :]
-        k_f = tl.where(key_valid3, k_s * tl.exp(G_anchor - G_s), 0.0)
-        a_kk_off = tl.dot(k_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION) * b3
-        a_qk_off = tl.dot(q_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
-        tl.store(
-            aqk_ptr + aqk_rows + (n3 - delta) * BC + j3,
-            a_qk_off.to(aqk_ptr.dtype.element_ty),
-            mask=(n3 >= delta) & (j3 >= 0),
-        )
-        lower4 += tl.where(m4 == n4 - delta, a_kk_off[:, :, None, :], 0.0)
+    # 4D views [NC, BC, NC, BC] of a [BT, BT] matrix: (query sub-chunk, row, key sub-chunk, row).
+    n4 = tl.arange(0, NC)[:, None, None, None]
+    i4 = tl.arange(0, BC)[None, :, None, None]
+    m4 = tl.arange(0, NC)[None, None, :, None]
+    j4 = tl.arange(0, BC)[None, None, None, :]
+    a_kk4 = tl.zeros([NC, BC, NC, BC], dtype=tl.float32)
+    a_qk4 = tl.zeros([NC, BC, NC, BC], dtype=tl.float32)
+
+    # Pass 1, over channel tiles: the blocks of A_kk / beta and A_qk.
+    for kd in range(0, D, BK):
+        d3 = kd + tl.arange(0, BK)[None, None, :]
+        offs3 = in_base + rows3 * H * D + d3
+        q3 = tl.load(q_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+        k3 = tl.load(k_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+        g3 = tl.load(g_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+        # In-chunk cumulative gates: within each sub-chunk, plus the sum of the earlier ones.
+        totals = tl.sum(g3, axis=1)  # [NC, BK]
+        prefix = tl.cumsum(totals, axis=0) - totals  # exclusive
+        G3 = tl.cumsum(g3, axis=1) + prefix[:, None, :]
+        G_anchor = tl.sum(tl.where(i3 == 0, G3, 0.0), axis=1)[:, None, :]  # first row of each sub-chunk
+        to_anchor = tl.exp(G3 - G_anchor)  # <= 1
+        q_t = q3 * to_anchor * scale
+        k_t = k3 * to_anchor
+        k_hat = k3 * tl.exp(G_anchor - G3)  # >= 1, bounded by the sub-chunk span
+        # Diagonal blocks: [NC, BC, BK] @ [NC, BK, BC] -> [NC, BC, BC]
+        a_kk = tl.dot(k_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+        a_qk = tl.dot(q_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+        a_kk4 += tl.where(n4 == m4, a_kk[:, :, None, :], 0.0)
+        a_qk4 += tl.where(n4 == m4, a_qk[:, :, None, :], 0.0)
+        # Blocks (n, n - delta): keys of sub-chunk n - delta, anchored at the first row of the
+        # query sub-chunk n, so both factors are <= 1.
+        for delta in tl.static_range(1, NC):
+            key_rows3 = rows3 - delta * BC
+            key_valid3 = (n3 >= delta) & (key_rows3 < T)
+            key_offs3 = in_base + key_rows3 * H * D + d3
+            k_s = tl.load(k_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
+            g_s = tl.load(g_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
+            # prefix of sub-chunk n - delta moved to slot n: [NC, NC, BK] select-and-sum
+            prefix_s = tl.sum(tl.where(nn - delta == mm, prefix[None, :, :], 0.0), axis=1)
+            G_s = tl.cumsum(g_s, axis=1) + prefix_s[:, None, :]
+            k_f = tl.where(key_valid3, k_s * tl.exp(G_anchor - G_s), 0.0)
+            a_kk = tl.dot(k_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
+            a_qk = tl.dot(q_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
+            a_kk4 += tl.where(m4 == n4 - delta, a_kk[:, :, None, :], 0.0)
+            a_qk4 += tl.where(m4 == n4 - delta, a_qk[:, :, None, :], 0.0)
+
+    beta_base = i_b * T * H + i_h
+    rows4 = i_t * BT + n4 * BC + i4
+    b4 = tl.load(beta_ptr + beta_base + rows4 * H, mask=rows4 < T, other=0.0).to(tl.float32)  # [NC, BC, 1, 1]
+    same4 = n4 == m4
+    a_qk4 = tl.where((n4 > m4) | (same4 & (i4 >= j4)), a_qk4, 0.0)
+    aqk_offs = (chunk_row0 + tl.arange(0, BT)[:, None]) * BT + tl.arange(0, BT)[None, :]
+    tl.store(aqk_ptr + aqk_offs, tl.reshape(a_qk4, (BT, BT)).to(aqk_ptr.dtype.element_ty))
 
     # Forward substitution inside each diagonal block: D^-1 = (I + A_diag)^-1, all blocks at once.
+    a_kk4 = a_kk4 * b4
+    a_diag = tl.sum(tl.where(same4 & (i4 > j4), a_kk4, 0.0), axis=2)  # [NC, BC, BC]
     d_inv = tl.where(i3 == j3, 1.0, 0.0) + tl.zeros([NC, BC, BC], dtype=tl.float32)
     for s in tl.static_range(1, BC):
-        row_s = tl.sum(tl.where(i3 == s, a_kk_diag, 0.0), axis=1)  # [NC, BC]: A[s, j], j < s
+        row_s = tl.sum(tl.where(i3 == s, a_diag, 0.0), axis=1)  # [NC, BC]: A[s, j], j < s
         update = tl.sum(row_s[:, :, None] * d_inv, axis=1)  # [NC, BC]: sum_j A[s, j] D^-1[j, :]
         d_inv = tl.where(i3 == s, d_inv - update[:, None, :], d_inv)
 
     # Full [BT, BT] matrices: D^-1 on the diagonal blocks, L below them.
-    d_inv_full = tl.reshape(tl.where(n4 == m4, d_inv[:, :, None, :], 0.0), (BT, BT))
-    lower_full = tl.reshape(lower4, (BT, BT))
+    d_inv_full = tl.reshape(tl.where(same4, d_inv[:, :, None, :], 0.0), (BT, BT))
+    lower_full = tl.reshape(tl.where(n4 > m4, a_kk4, 0.0), (BT, BT))
     nil = tl.dot(d_inv_full, lower_full, input_precision=PRECISION)
     m_inv = d_inv_full
     for _ in tl.static_range(1, NC):
         m_inv = d_inv_full - tl.dot(nil, m_inv, input_precision=PRECISION)
 
-    # W = M (beta e^G k), U = M (beta v)
+    # Pass 2, over channel tiles: W = M (beta e^G k), U = M (beta v), and what the scan needs
+    # besides: scale e^G q, e^(G_last - G) k, e^G_last. Rows past T hold g = 0, so the last
+    # row's G is the last valid token's.
     rows2 = i_t * BT + tl.arange(0, BT)[:, None]
-    d2 = tl.arange(0, D)[None, :]
-    v2 = tl.load(v_ptr + in_base + rows2 * H * D + d2, mask=rows2 < T, other=0.0).to(tl.float32)
-    b2 = tl.reshape(b3, (BT, 1))
-    w = tl.dot(m_inv, tl.reshape(x3, (BT, D)), input_precision=PRECISION)
-    u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
-    out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
-    tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty))
-    tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty))
+    valid2 = rows2 < T
+    b2 = tl.load(beta_ptr + beta_base + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
+    last2 = tl.arange(0, BT)[:, None] == BT - 1
+    for kd in range(0, D, BK):
+        d2 = kd + tl.arange(0, BK)[None, :]
+        offs2 = in_base + rows2 * H * D + d2
+        q2 = tl.load(q_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
+        k2 = tl.load(k_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
+        g2 = tl.load(g_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
+        v2 = tl.load(v_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
+        G2 = tl.cumsum(g2, axis=0)
+        G_last = tl.sum(tl.where(last2, G2, 0.0), axis=0)  # [BK]
+        decay2 = tl.exp(G2)
+        w = tl.dot(m_inv, k2 * decay2 * b2, input_precision=PRECISION)
+        u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
+        out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
+        tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty))
+        tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty))
+        tl.store(qg_ptr + out2, (q2 * decay2 * scale).to(qg_ptr.dtype.element_ty))
+        tl.store(kg_ptr + out2, (k2 * tl.exp(G_last[None, :] - G2)).to(kg_ptr.dtype.element_ty))
+        tl.store(decay_ptr + (i_bh * NT + i_t) * D + kd + tl.arange(0, BK), tl.exp(G_last))
 
 
 @triton.jit(do_not_specialize=["T", "NT", "H"])
@@ -177,7 +187,6 @@ def _scan_kernel(
     rows = tl.arange(0, BT)
     dk = tl.arange(0, D)
     dv = i_v * BV + tl.arange(0, BV)
-    causal = rows[None, :] <= rows[:, None]
     o_base = i_b * T * H * D + i_h * D
     state = tl.zeros([D, BV], dtype=tl.float32)
     for i_t in range(NT):
@@ -187,7 +196,7 @@ def _scan_kernel(
         qg = tl.load(qg_ptr + offs_k)  # [BT, D]
         kg = tl.load(kg_ptr + offs_k)  # [BT, D]
         u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :]).to(tl.float32)  # [BT, BV]
-        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :], mask=causal, other=0.0)
+        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
         decay = tl.load(decay_ptr + (i_bh * NT + i_t) * D + dk)  # [D]
 
         state_d = state.to(dot_dtype)
@@ -248,7 +257,7 @@ def _prepare(q, k, v, g, beta, scale):
         q, k, v, g, beta,
         w, u, qg, kg, a_qk, decay,
         scale, seq, n_chunks, heads,
-        D=dim, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK,
+        D=dim, BK=min(CONFIG["prep_block_k"], dim), BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK,
         PRECISION=CONFIG["prep_precision"],
         num_warps=CONFIG["prep_num_warps"], num_stages=CONFIG["prep_num_stages"],
     )

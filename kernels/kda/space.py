@@ -17,7 +17,8 @@ _CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "chunk": (16, 32, 64),
-    "prep_num_warps": (4, 8, 16),
+    "prep_block_k": (16, 32, 64, 128),
+    "prep_num_warps": (2, 4, 8, 16),
     "prep_num_stages": (1, 2),
     "prep_precision": ("tf32", "tf32x3", "ieee"),
     "inter_dtype": ("input", "float32"),
@@ -84,9 +85,9 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 
 def describe(point: dict[str, Any]) -> str:
-    """One line, e.g. ``BT=64 prep(w8 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
+    """One line, e.g. ``BT=64 prep(BK=32 w4 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
     return (
-        f"BT={point['chunk']} prep(w{point['prep_num_warps']} s{point['prep_num_stages']} "
+        f"BT={point['chunk']} prep(BK={point['prep_block_k']} w{point['prep_num_warps']} s{point['prep_num_stages']} "
         f"{point['prep_precision']}) inter={point['inter_dtype']} scan(BV={point['scan_block_v']} "
         f"w{point['scan_num_warps']} s{point['scan_num_stages']} {point['scan_precision']})"
     )
