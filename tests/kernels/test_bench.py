@@ -1,0 +1,97 @@
+"""The benchmark's pure parts (roofline, rates, tables, checks); timing itself needs a GPU."""
+
+import io
+
+import pytest
+import torch
+
+from kernels import bench
+from kernels.mla.definition import PROBLEM
+
+
+def test_roofline_of_the_mla_headline_is_memory_bound():
+    flops, nbytes = PROBLEM.flops((1, 64, 8192)), PROBLEM.bytes_moved((1, 64, 8192), "bfloat16")
+    floor = bench.roofline_ms(flops, nbytes, bench.H200_PEAK_TFLOPS["bfloat16"], bench.H200_BANDWIDTH_TBS)
+    assert floor == pytest.approx(9_576_448 / 4.3e12 * 1e3)
+    assert floor == pytest.approx(0.002227, rel=1e-3)
+
+
+def test_roofline_takes_the_compute_term_when_it_is_larger():
+    assert bench.roofline_ms(790e12, 1.0, 790.0, 4.3) == pytest.approx(1000.0)
+    with pytest.raises(ValueError, match="peak=0"):
+        bench.roofline_ms(1.0, 1.0, 0.0, 4.3)
+
+
+def test_throughput_units():
+    tflops, gbs = bench.throughput(2e9, 4e6, 2.0)
+    assert tflops == pytest.approx(1.0) and gbs == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="positive"):
+        bench.throughput(1.0, 1.0, 0.0)
+
+
+def test_call_model_accepts_both_signatures():
+    assert bench.call_model(lambda shape: shape[0] * 2.0, (3,), "bfloat16") == 6.0
+    assert bench.call_model(lambda shape, dtype: 4.0 if dtype == "float32" else 2.0, (3,), "float32") == 4.0
+
+
+def test_relative_rms_error():
+    ref = torch.tensor([3.0, 4.0])
+    assert bench.relative_rms_error(ref.clone(), ref) == 0.0
+    assert bench.relative_rms_error(torch.tensor([3.0, 4.5]), ref) == pytest.approx(0.1)
+    assert bench.relative_rms_error(torch.tensor([float("nan"), 4.0]), ref) == float("inf")
+    with pytest.raises(ValueError, match="differs"):
+        bench.relative_rms_error(torch.zeros(3), ref)
+
+
+def test_format_table_aligns_and_formats():
+    text = bench.format_table(["shape", "ms", "x"], [["B=1", 0.0123456, None], ["B=32,H=64", 12.5, 3]])
+    lines = text.splitlines()
+    assert lines[0].startswith("shape") and set(lines[1]) <= {"-", " "}
+    assert "0.01235" in lines[2] and lines[2].rstrip().endswith("-")
+    assert len({len(line) for line in lines[:2]}) == 1
+    assert lines[2].index("0.01235") + len("0.01235") == lines[0].index("ms") + len("ms")
+    with pytest.raises(ValueError, match="3 cells"):
+        bench.format_table(["a", "b", "c"], [[1, 2]])
+
+
+def test_summarize_speedups_and_roofline():
+    row = bench.summarize("B=1", "events", {"compile": 0.02, "eager": 0.04, "ours": 0.01}, "compile",
+                          flops=1e9, nbytes=1e7, floor_ms=0.002)
+    assert row.speedup_primary == pytest.approx(2.0) and row.speedup_best == pytest.approx(2.0)
+    assert row.roofline_pct == pytest.approx(20.0) and row.gbs == pytest.approx(1000.0)
+    missing = bench.summarize("B=1", "events", {"compile": 0.02, "ours": None}, "compile", 1e9, 1e7, 0.002)
+    assert missing.speedup_primary is None and missing.tflops is None
+
+
+def test_check_providers_flags_a_wrong_provider():
+    from kernels.mla.baseline import mla_decode_torch
+    from kernels.mla.decode import mla_decode
+
+    def off_by_a_little(q, kv, scale):
+        return mla_decode_torch(q, kv, scale) * 1.01
+
+    def wrong_shape(q, kv, scale):
+        return mla_decode_torch(q, kv, scale)[:, :1]
+
+    providers = {"ours": mla_decode, "eager": mla_decode_torch, "off": off_by_a_little, "shape": wrong_shape}
+    checks = bench.check_providers(PROBLEM, (1, 4, 63), providers, device="cpu", dtype="float32", seeds=(1,))
+    assert checks["ours"].ok and checks["eager"].ok
+    assert not checks["off"].ok and checks["off"].error == pytest.approx(0.01, rel=1e-3)
+    assert not checks["shape"].ok and "expected (1, 4, 512)" in checks["shape"].reason
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on machines without a GPU")
+def test_bench_refuses_without_a_gpu(capsys):
+    from marathon.commands import bench as command
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    args = parser.parse_args(["bench", "mla-decode", "--reps", "5"])
+    assert args.handler(args) == bench.EXIT_NO_GPU
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_bench_rejects_unknown_shape_sets():
+    with pytest.raises(ValueError, match="no shape set 'huge'"):
+        bench.run("mla-decode", "huge", out=io.StringIO())
