@@ -19,7 +19,7 @@ from typing import Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError as TemporalTimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError as TemporalTimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from workflows import notebook as nb
@@ -81,6 +81,22 @@ def _no_worker(error: BaseException) -> bool:
         and isinstance(cause, TemporalTimeoutError)
         and cause.type == TimeoutType.SCHEDULE_TO_START
     )
+
+
+def input_problems(input: OptimizeInput) -> list[str]:
+    """Why a run cannot start with this input; empty when it can."""
+    errors = input.goal.problems() + input.budget.problems() + input.proposer.problems()
+    if not input.problem:
+        errors.append("problem must be named")
+    if not 1 <= input.candidates_per_iteration <= 64:
+        errors.append(f"candidates_per_iteration must be between 1 and 64, got {input.candidates_per_iteration}")
+    if input.continue_as_new_every < 1:
+        errors.append(f"continue_as_new_every must be >= 1, got {input.continue_as_new_every}")
+    if input.notebook_limit < 2:
+        errors.append(f"notebook_limit must be >= 2, got {input.notebook_limit}")
+    if not input.gpu_wait_s > 0 or not input.evaluate_timeout_s > 0:
+        errors.append(f"gpu_wait_s and evaluate_timeout_s must be > 0, got {input.gpu_wait_s} and {input.evaluate_timeout_s}")
+    return errors
 
 
 def _failure_message(error: BaseException) -> str:
@@ -169,6 +185,9 @@ class OptimizeKernelWorkflow:
 
     @workflow.run
     async def run(self, input: OptimizeInput) -> OptimizeResult:
+        problems = input_problems(input)
+        if problems:
+            raise ApplicationError("invalid run input: " + "; ".join(problems), type="BadInput", non_retryable=True)
         state = self._state
         state.segment += 1
         first_segment = state.started_at is None

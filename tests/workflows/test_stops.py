@@ -95,3 +95,15 @@ async def test_continue_as_new_carries_best_notebook_and_counters(temporal_clien
     # 5 iterations x 3 evaluations + the one confirmation, 1 s each.
     assert status.budget_used["gpu_seconds"] == pytest.approx(16.0)
     assert len(fake.records) == 15
+
+
+async def test_invalid_input_fails_the_run_with_the_reasons(temporal_client):
+    from temporalio.client import WorkflowFailureError
+
+    fake = FakeLoop()
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_loop(temporal_client, fake, budget=Budget(iterations=0), candidates_per_iteration=0)
+    message = str(failure.value.cause)
+    assert "budget iterations must be between 1 and 100000, got 0" in message
+    assert "candidates_per_iteration must be between 1 and 64, got 0" in message
+    assert fake.proposals == []
