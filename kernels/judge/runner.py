@@ -39,7 +39,7 @@ ENV_PASS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_VISIBLE_DEVICES", "CUDA_
             "MKL_NUM_THREADS", "FLA_FLASH_KDA", "TORCH_CUDA_ARCH_LIST", "PTXAS_OPTIONS")
 ENV_PASS_PREFIXES = ("TRITON_",)
 ENV_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
-HEAD_BYTES, TAIL_BYTES = 4096, 12288
+HEAD_BYTES, TAIL_BYTES = 1024, 3072  # what a report keeps of the candidate's stdout and stderr
 GPU_REPS, GPU_CONFIRM_REPS, GPU_WARMUP = 30, 100, 3
 CPU_REPS, CPU_CONFIRM_REPS, CPU_WARMUP = 3, 7, 1
 LAUNCH_BOUND_MS = 0.1
@@ -260,7 +260,7 @@ def judge(
         tail = children["sandbox"].capture.text() if "sandbox" in children else ""
         shutil.rmtree(workdir, ignore_errors=True)
     status, message, data = outcome
-    fields: dict[str, Any] = {"seeds": seed_list, "output_tail": tail[-4000:],
+    fields: dict[str, Any] = {"seeds": seed_list, "output_tail": tail,
                               "fingerprint": data.get("fingerprint", {})}
     fields["ncu_reason"] = "ncu profiling not requested" if not ncu else (
         "ncu not found on PATH" if shutil.which("ncu") is None else "ncu profiling is not wired into this judge version")

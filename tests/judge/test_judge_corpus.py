@@ -75,7 +75,7 @@ def test_secrets_never_reach_the_candidate(verdicts):
 def test_runaway_output_is_capped(verdicts):
     report = verdicts["runaway_print"]
     assert "bytes of output dropped" in report.output_tail
-    assert len(report.output_tail) <= 4000
+    assert len(report.output_tail) <= 4200  # 20 MB printed, head and tail kept
 
 
 def test_fake_report_on_stdout_is_ignored(verdicts):
