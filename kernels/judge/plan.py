@@ -8,8 +8,8 @@ Output keys, per shape index ``j``:
 - ``v{j}/seed{i}``: verify shape j, seed i;
 - ``v{j}/ptr``: the buffers of seed 0 refilled with seed 1's values (catches caching by
   address); reference: seed 1;
-- ``v{j}/causal``: seed 0 with inputs at and after position ``t`` replaced; outputs before
-  ``t`` must equal those of seed 0 bit for bit;
+- ``v{j}/causal{k}``: seed 0 with inputs at and after position ``t`` replaced by those of
+  perturbation seed k; outputs before ``t`` must stay those of seed 0 (up to rounding);
 - ``b{j}/recheck``: bench shape j, bench seed 0, called after timing (state drift);
 - ``b{j}/timed{k}@{i}``: outputs kept from timed calls whose buffers held bench seed i (the
   sandbox refills set 0's buffers with set 1's values at one random timed call).

@@ -240,7 +240,7 @@ def judge(
         "problem": problem, "device": device, "dtype": spec.cpu_dtype if cpu else spec.gpu_dtype,
         "verify": [list(s) for s in verify], "bench": [list(s) for s in bench],
         "seeds": seed_list, "bench_seeds": seed_list[:2] if cpu else [rng.randrange(1, 2**31) for _ in range(2)],
-        "perturb_seed": rng.randrange(1, 2**31), "reps": reps, "warmup": CPU_WARMUP if cpu else GPU_WARMUP,
+        "perturb_seeds": [rng.randrange(1, 2**31) for _ in range(2)], "reps": reps, "warmup": CPU_WARMUP if cpu else GPU_WARMUP,
         "graph_shapes": [list(s) for s in spec.extra.get("launch_bound_shapes", [])],
         "workdir": workdir, "source_path": str(source_path),
     }

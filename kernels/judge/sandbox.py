@@ -209,10 +209,10 @@ class Sandbox:
                     first[name] = second[name]
             outputs[f"v{j}/ptr"] = self.call_checked(first, shape, f"at {label}, seed 0's buffers refilled")
             cut = plan.causal_cut(self.problem, shape)
-            if cut is not None:
+            for k, perturb_seed in enumerate(self.config["perturb_seeds"] if cut is not None else ()):
                 inputs = self.make(shape, seeds[0])
-                plan.perturb_after(self.problem, inputs, self.make(shape, self.config["perturb_seed"]), cut)
-                outputs[f"v{j}/causal"] = self.call_checked(inputs, shape, f"at {label}, inputs after t={cut} changed")
+                plan.perturb_after(self.problem, inputs, self.make(shape, perturb_seed), cut)
+                outputs[f"v{j}/causal{k}"] = self.call_checked(inputs, shape, f"at {label}, inputs after t={cut} changed")
             del sets, first, second
         return outputs
 

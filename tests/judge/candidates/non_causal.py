@@ -40,7 +40,7 @@ def _leaky_kernel(x_ptr, y_ptr, scale, T, H, BLOCK_T: tl.constexpr):
     offsets = b * T * H + t * H + h
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     future = tl.sum(x, axis=0)
-    y = tl.cumsum(x, axis=0) * scale + future * 1e-6
+    y = tl.cumsum(x, axis=0) * scale + future * 1.5e-6
     tl.store(y_ptr + offsets, y, mask=mask)
 
 
