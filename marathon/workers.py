@@ -82,6 +82,7 @@ def build_cpu_worker(
     task_queue: Optional[str] = None,
     database_url: Optional[str] = None,
     activities: Optional[Sequence[Callable[..., Any]]] = None,
+    graceful_shutdown_timeout: timedelta = CPU_GRACEFUL_SHUTDOWN,
     **worker_options: Any,
 ) -> Worker:
     """The workflow worker on ``task_queue`` (default: the settings' CPU queue). ``activities``
@@ -92,7 +93,7 @@ def build_cpu_worker(
         workflows=[OptimizeKernelWorkflow],
         activities=list(activities) if activities is not None else cpu_activities(settings, database_url),
         workflow_runner=workflow_runner(),
-        graceful_shutdown_timeout=CPU_GRACEFUL_SHUTDOWN,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
         **worker_options,
     )
 
@@ -105,6 +106,7 @@ def build_gpu_worker(
     task_queue: Optional[str] = None,
     database_url: Optional[str] = None,
     activities: Optional[Sequence[Callable[..., Any]]] = None,
+    graceful_shutdown_timeout: timedelta = GPU_GRACEFUL_SHUTDOWN,
     **worker_options: Any,
 ) -> Worker:
     """The evaluation worker: one activity at a time, on the queue of this device's
@@ -121,6 +123,6 @@ def build_gpu_worker(
         task_queue=task_queue,
         activities=list(activities),
         max_concurrent_activities=1,
-        graceful_shutdown_timeout=GPU_GRACEFUL_SHUTDOWN,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
         **worker_options,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Optional
 
@@ -158,12 +159,22 @@ async def loop_workers(
     from marathon.workers import build_cpu_worker, build_gpu_worker
 
     settings = loop_settings()
+    # Tests stop workers with work in flight on purpose; they need not wait for it.
+    grace = timedelta(seconds=1)
     cpu = build_cpu_worker(
-        client, settings, task_queue=task_queue, activities=fake.cpu_activities(recorder, compactor)
+        client,
+        settings,
+        task_queue=task_queue,
+        activities=fake.cpu_activities(recorder, compactor),
+        graceful_shutdown_timeout=grace,
     )
     workers = [cpu]
     if evaluate_queue is not None:
-        workers.append(build_gpu_worker(client, settings, task_queue=evaluate_queue, activities=[fake.evaluate]))
+        workers.append(
+            build_gpu_worker(
+                client, settings, task_queue=evaluate_queue, activities=[fake.evaluate], graceful_shutdown_timeout=grace
+            )
+        )
     async with contextlib.AsyncExitStack() as stack:
         for worker in workers:
             await stack.enter_async_context(worker)

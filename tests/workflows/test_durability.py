@@ -1,0 +1,105 @@
+"""A run survives its workers going away and the Temporal server restarting: it resumes at the
+last completed step, and no attempt is recorded twice."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from temporalio import activity
+
+from activities.record import Recorder
+from marathon.temporal_server import DevServer
+from store.db import dispose_engine, session_scope, upgrade
+from store.repository import list_attempts
+from tests.loop_fixtures import FakeLoop, loop_input, loop_workers, unique_queue
+from workflows.optimize import OptimizeKernelWorkflow
+from workflows.types import Budget, Goal, ProposeInput, ProposeResult
+
+ITERATIONS, CANDIDATES = 4, 3
+
+
+class HoldAt(FakeLoop):
+    """Holds the proposer of iteration ``hold`` until ``gate`` opens, and says when it is held."""
+
+    def __init__(self, hold: int) -> None:
+        super().__init__()
+        self.hold = hold
+        self.held = asyncio.Event()
+
+    @activity.defn(name="propose")
+    async def propose(self, input: ProposeInput) -> ProposeResult:
+        if input.iteration == self.hold and not self.held.is_set():
+            self.held.set()
+            self.gate.clear()
+        return await FakeLoop.propose(self, input)
+
+
+def attempts_in(url: str, run_id: str) -> list[tuple[int, int]]:
+    with session_scope(url) as session:
+        attempts, _ = list_attempts(session, run_id, limit=100)
+        return [(a.iteration, a.index) for a in attempts]
+
+
+def expected() -> list[tuple[int, int]]:
+    return [(i, j) for i in range(1, ITERATIONS + 1) for j in range(CANDIDATES)]
+
+
+async def test_a_new_worker_resumes_the_run_of_a_stopped_one(temporal_client, tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    first = HoldAt(hold=3)
+    try:
+        async with loop_workers(temporal_client, first, task_queue=queue, evaluate_queue=evaluate_queue, recorder=Recorder(url)):
+            handle = await temporal_client.start_workflow(
+                OptimizeKernelWorkflow.run,
+                loop_input(run_id, evaluate_queue, budget=Budget(iterations=ITERATIONS), goal=Goal(target=9.0)),
+                id=run_id,
+                task_queue=queue,
+            )
+            await first.held.wait()
+            # Leaving the block shuts the workers down with iteration 3's proposal in flight.
+        assert attempts_in(url, run_id) == expected()[: 2 * CANDIDATES]
+
+        second = FakeLoop()
+        async with loop_workers(temporal_client, second, task_queue=queue, evaluate_queue=evaluate_queue, recorder=Recorder(url)):
+            result = await handle.result()
+        assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
+        assert attempts_in(url, run_id) == expected()
+        # The new worker picked up where the old one stopped: iterations 3 and 4 only.
+        assert sorted({p.iteration for p in second.proposals}) in ([3, 4], [4])
+    finally:
+        dispose_engine(url)
+
+
+async def test_the_run_survives_a_temporal_server_restart(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    db = tmp_path / "temporal.db"
+    server = DevServer(db_path=db, log_path=tmp_path / "temporal.log").start()
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    fake = HoldAt(hold=3)
+    try:
+        client = await server.connect()
+        async with loop_workers(client, fake, task_queue=queue, evaluate_queue=evaluate_queue, recorder=Recorder(url)):
+            handle = await client.start_workflow(
+                OptimizeKernelWorkflow.run,
+                loop_input(run_id, evaluate_queue, budget=Budget(iterations=ITERATIONS), goal=Goal(target=9.0)),
+                id=run_id,
+                task_queue=queue,
+            )
+            await fake.held.wait()
+            server.stop()
+            server = DevServer(db_path=db, port=server.port, log_path=tmp_path / "temporal.log").start()
+            await server.connect()
+            fake.gate.set()
+            result = await asyncio.wait_for(handle.result(), timeout=120)
+        assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
+        assert attempts_in(url, run_id) == expected()
+    finally:
+        server.stop()
+        dispose_engine(url)
+
