@@ -123,6 +123,25 @@ def visible_gpus(mode: str) -> list[str]:
     return [line.strip() for line in listing.stdout.splitlines() if line.strip().isdigit()]
 
 
+def gpu_archs() -> dict[str, str]:
+    """GPU index -> ``sm<major><minor>`` from ``nvidia-smi`` (no torch import); empty without one."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {}
+    try:
+        listing = subprocess.run(
+            [smi, "--query-gpu=index,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    archs = {}
+    for line in listing.stdout.splitlines() if listing.returncode == 0 else []:
+        index, _, capability = (part.strip() for part in line.partition(","))
+        if index.isdigit() and capability:
+            archs[index] = "sm" + capability.replace(".", "")
+    return archs
+
+
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -452,6 +471,67 @@ class DevStack:
         except httpx.HTTPError:
             return False
 
+    def _expected_queues(self) -> list[tuple[str, str]]:
+        """(task queue, "workflow"|"activity") that must have a poller before runs can start.
+
+        The API routes a new run to the first evaluation queue that has a worker, so a run
+        created before the evaluation worker polls would wait for a GPU that never comes.
+        """
+        from marathon.settings import get_settings
+
+        settings = get_settings()
+        queues = [(settings.cpu_task_queue, "workflow")]
+        if not self.gpus:
+            queues.append((f"{settings.gpu_task_queue_prefix}cpu", "activity"))
+        else:
+            archs = gpu_archs()
+            for arch in sorted({archs[gpu] for gpu in self.gpus if gpu in archs}):
+                queues.append((f"{settings.gpu_task_queue_prefix}{arch}", "activity"))
+        return queues
+
+    def _wait_for_pollers(self) -> None:
+        import asyncio
+
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+        from temporalio.client import Client
+
+        kinds = {
+            "workflow": TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            "activity": TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        }
+        queues = self._expected_queues()
+
+        async def waiting_for() -> list[str]:
+            client = await Client.connect(self.config.temporal_address, namespace=self.config.namespace)
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            missing = [queue for queue, _ in queues]
+            while time.monotonic() < deadline and not self.stopping.is_set():
+                missing = []
+                for queue, kind in queues:
+                    request = DescribeTaskQueueRequest(
+                        namespace=self.config.namespace,
+                        task_queue=TaskQueue(name=queue),
+                        task_queue_type=kinds[kind],
+                    )
+                    response = await client.workflow_service.describe_task_queue(request)
+                    if not response.pollers:
+                        missing.append(queue)
+                if not missing:
+                    return []
+                await asyncio.sleep(0.5)
+            return missing
+
+        missing = asyncio.run(waiting_for())
+        if self.stopping.is_set():
+            raise StackError("interrupted while waiting for the workers")
+        if missing:
+            log.warning(
+                "no worker polls %s after %.0f s: runs will wait for it (see %s)",
+                ", ".join(missing), READY_TIMEOUT_S, self.config.log_dir,
+            )
+
     def start(self) -> Optional[str]:
         """Bring everything up; returns a newly created token (or None if the old one is kept)."""
         config = self.config
@@ -471,6 +551,7 @@ class DevStack:
         self.gpus = visible_gpus(config.gpus)
         for spec in worker_specs(config, self.gpus):
             self._spawn(spec, env)
+        self._wait_for_pollers()
         self._write_stack_file()
         return token
 

@@ -7,7 +7,7 @@ import time
 
 from tests.cli.stack import descendants, listening_addresses, new_stack, still_alive, wait_for
 
-ITERATIONS = 3
+ITERATIONS = 2
 
 
 def attempts_of(client, run_id):
@@ -57,6 +57,5 @@ def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path):
     finally:
         stack.stop(signal.SIGINT)
     keys = [(attempt["iteration"], attempt["index"]) for attempt in attempts]
-    assert len(keys) == len(set(keys)), keys
-    assert sorted({iteration for iteration, _ in keys}) == sorted(range(min(k[0] for k in keys), min(k[0] for k in keys) + ITERATIONS))
+    assert sorted(keys) == [(iteration, 0) for iteration in range(1, ITERATIONS + 1)]
     assert finished["iteration"] == ITERATIONS
