@@ -34,7 +34,7 @@ import triton.language as tl
 
 # The knobs of the search space (kernels/kda/space.py rewrites this literal).
 CONFIG = {
-    "chunk": 64,
+    "chunk": 32,
     "prep_block_k": 32,
     "prep_num_warps": 8,
     "prep_num_stages": 1,
