@@ -260,19 +260,31 @@ class Sandbox:
         watched = sets[0]
         marker = next(k for k, v in watched.items() if isinstance(v, torch.Tensor))
         warmup, reps = self.config["warmup"], self.config["reps"]
-        swap_at = random.SystemRandom().randrange(warmup, warmup + max(1, (reps + 1) // 2))
+        timed = max(1, (reps + 1) // 2)  # timed calls on set 0
+        pick = random.SystemRandom()
+        # Refill set 0 with set 1's values at a random call in the first half of the timed
+        # calls, and back with set 0's own values in the second half: a cache filled at any
+        # point before the second refill comes back stale.
+        first = pick.randrange(warmup, warmup + max(1, timed // 2))
+        second = pick.randrange(first + 1, warmup + timed) if first + 1 < warmup + timed else None
+        originals = {k: v.clone() for k, v in watched.items() if isinstance(v, torch.Tensor)}
+        original_scalars = {k: v for k, v in watched.items() if not isinstance(v, torch.Tensor)}
         calls = {"set0": 0, "holds": 0}
+
+        def refill(inputs, holds):
+            source = sets[1] if holds == 1 else {**originals, **original_scalars}
+            for name, value in watched.items():
+                if isinstance(value, torch.Tensor):
+                    value.copy_(source[name])
+                else:  # scalars travel by value: this call and later ones see the new one
+                    watched[name] = inputs[name] = source[name]
+            calls["holds"] = holds
 
         def candidate(**inputs):
             on_watched = inputs[marker] is watched[marker]
-            swap = on_watched and calls["set0"] == swap_at and len(sets) > 1
+            swap = on_watched and len(sets) > 1 and calls["set0"] in (first, second)
             if swap:
-                for name, value in watched.items():
-                    if isinstance(value, torch.Tensor):
-                        value.copy_(sets[1][name])
-                    else:  # scalars travel by value: this call and later ones see the new one
-                        watched[name] = inputs[name] = sets[1][name]
-                calls["holds"] = 1
+                refill(inputs, 1 if calls["set0"] == first else 0)
             launches = state.own_launches
             out = self.guards.call_watched(self.kernel, inputs)
             if state.own_launches == launches:

@@ -23,6 +23,7 @@ class Case:
     says: str  # a fragment the message must contain (case-insensitive)
     static: bool = False
     timeout_s: float = 240.0
+    reps: int = 1
 
     @property
     def source(self) -> str:
@@ -64,6 +65,7 @@ RUNTIME_CASES = (
     Case("oom", "runtime_error", "out of memory", static=True),
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
+    Case("cache_during_timing", "incorrect", "tolerance", static=True, reps=4),
     Case("hang", "timeout", "no verdict within", static=True, timeout_s=20.0),
 )
 

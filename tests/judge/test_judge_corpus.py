@@ -30,7 +30,7 @@ def verdicts() -> dict[str, JudgeReport]:
     os.environ.update(SECRETS)
     try:
         def run(case):
-            return case.name, judge(case.source, TOY, device="cpu", seeds=2, timing_reps=1,
+            return case.name, judge(case.source, TOY, device="cpu", seeds=2, timing_reps=case.reps,
                                     timeout_s=case.timeout_s, static_policy=case.static)
 
         with ThreadPoolExecutor(max_workers=3) as pool:

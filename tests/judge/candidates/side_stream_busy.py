@@ -1,0 +1,35 @@
+"""Exploit 4 (side stream), GPU: the real work runs on a side stream the timing events do not
+watch; the call returns before it finishes. The synchronized wall clock still sees it."""
+
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _cumsum_kernel(x_ptr, y_ptr, scale, T, H, BLOCK_T: tl.constexpr):
+    pid = tl.program_id(0)
+    b = pid // H
+    h = pid % H
+    t = tl.arange(0, BLOCK_T)
+    mask = t < T
+    offsets = b * T * H + t * H + h
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    y = tl.cumsum(x, axis=0) * scale
+    tl.store(y_ptr + offsets, y, mask=mask)
+
+
+_stream = []
+
+
+def kernel(x, scale):
+    if not _stream:
+        _stream.append(torch.cuda.Stream())
+    batch, steps, heads = x.shape
+    y = torch.empty_like(x)
+    _stream[0].wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_stream[0]):
+        for _ in range(200):
+            _cumsum_kernel[(batch * heads,)](x, y, scale, steps, heads, BLOCK_T=triton.next_power_of_2(steps))
+    return y

@@ -1,0 +1,73 @@
+"""GPU-only defenses, run on the H200 with ``pytest -m gpu tests/judge -s``.
+
+Each test judges a real candidate on the GPU and prints the report summary, so the run
+doubles as the measurement of what a GPU-mode judgement costs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from kernels.judge import judge
+from kernels.registry import get_problem
+from tests.judge.corpus import CANDIDATES, TOY
+
+pytestmark = pytest.mark.gpu
+
+
+def _judge(name, **kwargs):
+    report = judge((CANDIDATES / f"{name}.py").read_text(), TOY, device="cuda", timeout_s=300, **kwargs)
+    print(f"\n[{name}] {report.summary()}")
+    return report
+
+
+def test_honest_candidate_on_gpu_has_gpu_timings_roofline_and_resources():
+    report = _judge("honest_cumsum")
+    assert report.status == "ok", report.message
+    assert report.timing_kind == "gpu" and report.speedup > 0 and 0 < report.roofline <= 10
+    assert report.fingerprint.get("gpu") and report.fingerprint.get("cuda")
+    kernel = report.resources["_cumsum_kernel"]
+    assert kernel["registers"] > 0 and kernel["spills"] >= 0 and kernel["shared_bytes"] >= 0
+
+
+def test_side_stream_work_is_seen_by_the_wall_clock():
+    report = _judge("side_stream_busy", static_policy=False)
+    assert report.status == "suspicious", report.message
+    assert "outside the timed stream" in report.message
+
+
+def test_event_timer_patch_is_refused_on_gpu():
+    report = _judge("event_patch", static_policy=False)
+    assert report.status == "forbidden" and "elapsed_time" in report.message
+
+
+def test_caching_during_timing_is_caught_on_gpu():
+    report = _judge("cache_during_timing")
+    assert report.status == "incorrect", report.message
+
+
+def test_device_out_of_memory_is_a_runtime_error():
+    report = _judge("gpu_oom")
+    assert report.status == "runtime_error" and "out of memory" in report.message.lower()
+
+
+def test_illegal_address_ends_the_child_not_the_caller():
+    report = _judge("oob_crash")
+    assert report.status in ("runtime_error", "crashed"), report.message
+    assert report.speedup is None
+
+
+@pytest.mark.parametrize("name", ["mla-decode", "kda"])
+def test_project_seed_is_accepted_on_gpu(name):
+    problem = get_problem(name)
+    if importlib.util.find_spec(problem.space) is None:
+        pytest.skip(f"{name}: no search space module yet")
+    report = judge(problem.seed_source(), name, device="cuda", timeout_s=600)
+    print(f"\n[{name} seed] {report.summary()}")
+    assert report.status == "ok", report.message
+    assert report.speedup > 0 and report.roofline > 0
+    graphs = [s for s in report.shapes if s.get("graph")]
+    if problem.extra.get("launch_bound_shapes"):
+        assert graphs and all("speedup" in s["graph"] for s in graphs)
