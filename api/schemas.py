@@ -8,7 +8,15 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workflows.notebook import HINT_LIMIT
-from workflows.types import OBJECTIVES, Budget, Goal, ProposerConfig
+from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig
+
+
+# The limits below are checked by the dataclasses' ``problems()`` (one message per problem, in
+# words); the schema states them too, so clients and fuzzers know them without a round trip.
+OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}
+TARGET_SCHEMA = {"exclusiveMinimum": 0}
+TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
+INTENT_SCHEMA = {"maxLength": 4000}
 
 
 class Strict(BaseModel):
@@ -20,10 +28,10 @@ class Strict(BaseModel):
 class GoalIn(Strict):
     """A goal. ``{"speedup": 2.0}`` is short for ``{"objective": "speedup", "target": 2.0}``."""
 
-    objective: str = Goal.objective
-    target: float = Goal.target
-    tolerance: float = Goal.tolerance
-    intent: str = Goal.intent
+    objective: str = Field(Goal.objective, json_schema_extra=OBJECTIVE_SCHEMA)
+    target: float = Field(Goal.target, json_schema_extra=TARGET_SCHEMA)
+    tolerance: float = Field(Goal.tolerance, json_schema_extra=TOLERANCE_SCHEMA)
+    intent: str = Field(Goal.intent, json_schema_extra=INTENT_SCHEMA)
 
     @model_validator(mode="before")
     @classmethod
@@ -43,10 +51,10 @@ class GoalIn(Strict):
 class GoalUpdate(Strict):
     """A change of goal; fields left out keep their current value."""
 
-    objective: Optional[str] = None
-    target: Optional[float] = None
-    tolerance: Optional[float] = None
-    intent: Optional[str] = None
+    objective: Optional[str] = Field(None, json_schema_extra={"enum": [*OBJECTIVES, None]})
+    target: Optional[float] = Field(None, json_schema_extra=TARGET_SCHEMA)
+    tolerance: Optional[float] = Field(None, json_schema_extra=TOLERANCE_SCHEMA)
+    intent: Optional[str] = Field(None, json_schema_extra=INTENT_SCHEMA)
 
     @model_validator(mode="before")
     @classmethod
@@ -55,21 +63,21 @@ class GoalUpdate(Strict):
 
 
 class BudgetIn(Strict):
-    iterations: int = Budget.iterations
-    hours: float = Budget.hours
-    gpu_seconds: Optional[float] = None
-    tokens: Optional[int] = None
-    plateau_iterations: Optional[int] = None
+    iterations: int = Field(Budget.iterations, json_schema_extra={"minimum": 1, "maximum": 100_000})
+    hours: float = Field(Budget.hours, json_schema_extra={"exclusiveMinimum": 0, "maximum": 336})
+    gpu_seconds: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0})
+    tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
+    plateau_iterations: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
 
     def to_budget(self) -> Budget:
         return Budget(**self.model_dump())
 
 
 class ProposerIn(Strict):
-    kind: str = ProposerConfig.kind
+    kind: str = Field(ProposerConfig.kind, json_schema_extra={"enum": list(PROPOSER_KINDS)})
     model: Optional[str] = None
     base_url: Optional[str] = None
-    temperature: Optional[float] = None
+    temperature: Optional[float] = Field(None, json_schema_extra={"minimum": 0, "maximum": 2})
     seed: int = ProposerConfig.seed
 
     def to_config(self) -> ProposerConfig:

@@ -17,6 +17,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -30,6 +31,7 @@ from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 WORKFLOW_NAME = "OptimizeKernelWorkflow"
 QUERY_TIMEOUT = timedelta(seconds=3)
 RPC_TIMEOUT = timedelta(seconds=10)
+UPDATE_TIMEOUT = timedelta(seconds=5)
 
 # Evaluation queues are named after the hardware (``marathon-gpu-sm90``, ``marathon-gpu-cpu`` in
 # CPU mode); a run started without an explicit architecture goes where an evaluator is polling,
@@ -103,11 +105,9 @@ class TemporalGateway:
         except RPCError as error:
             raise TemporalUnavailable(f"Temporal refused to start the workflow: {error.message}") from error
 
-    async def _has_evaluator(self, client: Client, queue: str) -> bool:
+    async def _has_poller(self, client: Client, queue: str, kind: TaskQueueType.ValueType) -> bool:
         request = DescribeTaskQueueRequest(
-            namespace=self.settings.temporal_namespace,
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            namespace=self.settings.temporal_namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
         )
         try:
             response = await client.workflow_service.describe_task_queue(request, timeout=QUERY_TIMEOUT)
@@ -120,7 +120,8 @@ class TemporalGateway:
         DEFAULT_ARCH when none has (the run then waits for one, as the workflow allows)."""
         client = await self.client()
         prefix = self.settings.gpu_task_queue_prefix
-        polled = await asyncio.gather(*(self._has_evaluator(client, prefix + arch) for arch in KNOWN_ARCHS))
+        kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+        polled = await asyncio.gather(*(self._has_poller(client, prefix + arch, kind) for arch in KNOWN_ARCHS))
         return next((arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy), DEFAULT_ARCH)
 
     async def terminate_quietly(self, run_id: str, reason: str) -> None:
@@ -144,7 +145,9 @@ class TemporalGateway:
                 return LiveState(status=None, found=False)
             return LiveState(status=None)
         if description.status == WorkflowExecutionStatus.RUNNING:
-            run_status = await self._query_status(handle)
+            # A query waits for a worker; with none polling it could only time out.
+            polled = await self._has_poller(client, description.task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+            run_status = await self._query_status(handle) if polled else None
             # Without an answer the run is live but running-or-paused is unknown: keep the store's word.
             return LiveState(status=run_status.status if run_status else None, run_status=run_status)
         if description.status == WorkflowExecutionStatus.COMPLETED:
@@ -191,9 +194,20 @@ class TemporalGateway:
             raise TemporalUnavailable(f"Temporal could not deliver {name!r} to run {run_id}: {error.message}") from error
 
     async def update(self, run_id: str, name: str, arg: Any) -> Any:
+        """Run a workflow update; it needs a worker, so without one polling it fails fast with the reason."""
         client = await self.client()
+        handle = client.get_workflow_handle(run_id)
         try:
-            return await client.get_workflow_handle(run_id).execute_update(name, arg, rpc_timeout=RPC_TIMEOUT)
+            queue = (await handle.describe(rpc_timeout=RPC_TIMEOUT)).task_queue
+            if not await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW):
+                raise TemporalUnavailable(
+                    f"no worker is serving run {run_id} (task queue {queue}): start one (marathon worker cpu) and retry"
+                )
+            return await handle.execute_update(name, arg, rpc_timeout=UPDATE_TIMEOUT)
+        except WorkflowUpdateRPCTimeoutOrCancelledError as error:
+            raise TemporalUnavailable(
+                f"run {run_id} did not answer update {name!r} within {UPDATE_TIMEOUT.total_seconds():g} s: is its worker busy or down?"
+            ) from error
         except RPCError as error:
             raise TemporalUnavailable(f"Temporal could not run update {name!r} on run {run_id}: {error.message}") from error
 

@@ -37,6 +37,7 @@ from workflows import search_attributes as attrs
 from workflows.types import RUN_STATUSES, Goal, OptimizeInput
 
 ERRORS = {
+    400: {"model": Message, "description": "The body is not UTF-8 JSON"},
     401: {"model": Message, "description": "Missing or invalid token"},
     404: {"model": Message, "description": "Unknown run"},
     409: {"model": Message, "description": "The run has finished"},
