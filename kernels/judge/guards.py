@@ -188,9 +188,9 @@ def candidate_builtins() -> dict[str, Any]:
 
 def _launch_wrapper(original):
     def run(self, *args, grid, warmup, **kwargs):
+        code = getattr(getattr(self, "fn", None), "__code__", None)
+        filename = getattr(code, "co_filename", "")
         if not warmup:
-            code = getattr(getattr(self, "fn", None), "__code__", None)
-            filename = getattr(code, "co_filename", "")
             if STATE.active:
                 if filename != STATE.candidate_file:
                     name = getattr(getattr(self, "fn", None), "__name__", "?")
@@ -201,7 +201,7 @@ def _launch_wrapper(original):
             kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         finally:
             STATE.launching -= 1
-        if kernel is not None and not warmup:
+        if kernel is not None and not warmup and filename == STATE.candidate_file:
             _record_resources(self, kernel)
         return kernel
 
