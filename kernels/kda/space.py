@@ -16,6 +16,7 @@ _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 _CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
 
 SPACE: dict[str, tuple[Any, ...]] = {
+    "prep_variant": ("blocks", "flat"),
     "chunk": (16, 32, 64),
     "prep_block_k": (16, 32, 64, 128),
     "prep_num_warps": (2, 4, 8, 16),
@@ -32,6 +33,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
 # problem's head dim D = 128 and a bf16 working dtype.
 SHARED_MEMORY_LIMIT = 227 * 1024
 STATE_REGISTERS_LIMIT = 128
+# The 3D/4D "blocks" preparation at chunk 64 x 32 channels was the largest spill-free tile.
+BLOCKS_TILE_LIMIT = 64 * 32
 _D = 128
 
 
@@ -78,6 +81,12 @@ def validate(point: dict[str, Any]) -> list[str]:
     shared = scan_shared_memory_estimate(point)
     if shared > SHARED_MEMORY_LIMIT:
         problems.append(f"scan shared memory {shared} B exceeds {SHARED_MEMORY_LIMIT} B")
+    tile = point["chunk"] * point["prep_block_k"]
+    if point["prep_variant"] == "blocks" and tile > BLOCKS_TILE_LIMIT:
+        problems.append(
+            f"blocks preparation with chunk x prep_block_k = {tile} > {BLOCKS_TILE_LIMIT} spills registers "
+            "and compiles for minutes (sm_90, measured by compiling)"
+        )
     registers = state_registers(point)
     if registers > STATE_REGISTERS_LIMIT:
         problems.append(f"scan state takes {registers} registers per thread, more than {STATE_REGISTERS_LIMIT}")
@@ -85,9 +94,9 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 
 def describe(point: dict[str, Any]) -> str:
-    """One line, e.g. ``BT=64 prep(BK=32 w4 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
+    """One line, e.g. ``BT=32 prep(blocks BK=32 w8 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
     return (
-        f"BT={point['chunk']} prep(BK={point['prep_block_k']} w{point['prep_num_warps']} s{point['prep_num_stages']} "
+        f"BT={point['chunk']} prep({point['prep_variant']} BK={point['prep_block_k']} w{point['prep_num_warps']} s{point['prep_num_stages']} "
         f"{point['prep_precision']}) inter={point['inter_dtype']} scan(BV={point['scan_block_v']} "
         f"w{point['scan_num_warps']} s{point['scan_num_stages']} {point['scan_precision']})"
     )

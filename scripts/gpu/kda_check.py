@@ -29,7 +29,9 @@ DEFAULT_VARIANTS = [
     {"label": "default"},
     {"label": "bv64", "scan_block_v": 64},
     {"label": "bv16", "scan_block_v": 16},
-    {"label": "bt32", "chunk": 32},
+    {"label": "bt64", "chunk": 64},
+    {"label": "flat32", "prep_variant": "flat"},
+    {"label": "flat64", "prep_variant": "flat", "chunk": 64},
 ]
 
 

@@ -45,6 +45,9 @@ def test_validate_names_what_is_wrong():
     assert "unknown knobs: ['colour']" in space.validate(dict(space.DEFAULT, colour=1))
     heavy = dict(space.DEFAULT, chunk=64, inter_dtype="float32", scan_num_stages=3)
     assert any("shared memory" in why for why in space.validate(heavy))
+    spilling = dict(space.DEFAULT, prep_variant="blocks", chunk=64, prep_block_k=128)
+    assert any("spills registers" in why for why in space.validate(spilling))
+    assert space.validate(dict(spilling, prep_variant="flat")) == []
     crowded = dict(space.DEFAULT, scan_block_v=128, scan_num_warps=2)
     assert any("registers" in why for why in space.validate(crowded))
 
@@ -72,7 +75,9 @@ def test_rendered_source_is_standalone():
 
 
 @pytest.mark.parametrize(
-    "point", [space.DEFAULT] + random_valid_points(3, seed=2026), ids=lambda p: space.describe(p).replace(" ", "_")
+    "point",
+    [space.DEFAULT, dict(space.DEFAULT, prep_variant="flat", chunk=64)] + random_valid_points(3, seed=2026),
+    ids=lambda p: space.describe(p).replace(" ", "_")
 )
 def test_rendered_candidates_are_correct(point, tmp_path):
     module = load_source(space.render(point), tmp_path, "kda_candidate")
