@@ -8,7 +8,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.temporal import TemporalUnavailable
 
@@ -42,7 +44,26 @@ async def temporal_unavailable(_request: Request, exc: TemporalUnavailable) -> J
     return JSONResponse(status_code=503, content={"detail": str(exc)})
 
 
+async def http_error(request: Request, exc: StarletteHTTPException):
+    """Starlette's 405 names only the first route that matched the path; name every method."""
+    if exc.status_code != 405:
+        return await http_exception_handler(request, exc)
+    methods: set[str] = set()
+    pending = list(request.app.router.routes)
+    while pending:
+        route = pending.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            pending.extend(included.routes)
+            continue
+        regex, allowed = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and allowed and regex.match(request.url.path):
+            methods |= set(allowed)
+    return JSONResponse({"detail": exc.detail}, status_code=405, headers={"Allow": ", ".join(sorted(methods))})
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(TemporalUnavailable, temporal_unavailable)
 

@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kernels.registry import problem_names
 from workflows.notebook import HINT_LIMIT
 from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig
 
@@ -85,7 +86,7 @@ class ProposerIn(Strict):
 
 
 class RunCreate(Strict):
-    problem: str = Field(min_length=1, max_length=200, examples=["kda"])
+    problem: str = Field(min_length=1, max_length=200, examples=["kda"], json_schema_extra={"enum": problem_names()})
     goal: GoalIn = Field(default_factory=GoalIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
     proposer: ProposerIn = Field(default_factory=ProposerIn)

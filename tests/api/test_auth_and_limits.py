@@ -110,3 +110,11 @@ async def test_nul_bytes_never_reach_the_database(api):
     response = await api.http.get("/runs", params={"problem": "kda\x00"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["query", "problem"]
+
+
+async def test_method_not_allowed_names_every_method(api):
+    response = await api.http.request("OPTIONS", "/runs")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST"
+    response = await api.http.delete("/runs/some-run")
+    assert response.status_code == 405 and response.headers["allow"] == "GET"
