@@ -75,7 +75,8 @@ class FakeLoop:
 
     ``score(iteration, index, confirm) -> (status, speedup)`` decides every evaluation, so a
     test scripts the run. ``errors`` maps (iteration, index) to a proposal error. While
-    ``gate`` is cleared the proposer waits, which lets steering tests act on a live run.
+    ``gate`` is cleared the proposer waits, and while ``evaluate_gate`` is cleared the
+    evaluator heartbeats and waits, which lets steering tests act on a live run.
     """
 
     score: Score = field(default_factory=constant_score)
@@ -87,9 +88,12 @@ class FakeLoop:
     record_calls: int = 0
     run_rows: list[RunProgressInput] = field(default_factory=list)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
+    evaluate_gate: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled_evaluations: int = 0
 
     def __post_init__(self) -> None:
         self.gate.set()
+        self.evaluate_gate.set()
 
     @activity.defn(name="propose")
     async def propose(self, input: ProposeInput) -> ProposeResult:
@@ -110,6 +114,13 @@ class FakeLoop:
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
         self.evaluations.append(input)
+        try:
+            while not self.evaluate_gate.is_set():  # heartbeats carry cancellation, as on a GPU worker
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
+        except asyncio.CancelledError:
+            self.cancelled_evaluations += 1
+            raise
         status, speedup = self.score(input.iteration, input.index, input.confirm)
         return EvaluateResult(
             status=status,
@@ -172,7 +183,14 @@ async def loop_workers(
     if evaluate_queue is not None:
         workers.append(
             build_gpu_worker(
-                client, settings, task_queue=evaluate_queue, activities=[fake.evaluate], graceful_shutdown_timeout=grace
+                client,
+                settings,
+                task_queue=evaluate_queue,
+                activities=[fake.evaluate],
+                graceful_shutdown_timeout=grace,
+                # Cancellation reaches an activity with a heartbeat's answer: do not make tests
+                # wait for the production throttle (0.8 x the 60 s heartbeat timeout).
+                max_heartbeat_throttle_interval=timedelta(seconds=1),
             )
         )
     async with contextlib.AsyncExitStack() as stack:

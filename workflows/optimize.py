@@ -255,14 +255,16 @@ class OptimizeKernelWorkflow:
         candidates = proposal.candidates
         results = await self._evaluate_all(iteration, candidates)
         if results is None:
-            return  # no evaluation worker: the run paused itself; this iteration will be redone
+            return  # stopped, or no evaluation worker (the run paused itself and redoes this iteration)
         champion = await self._confirm_champion(iteration, candidates, results)
         await self._record_all(iteration, candidates, results, champion)
 
         for candidate, result in zip(candidates, results):
             state.gpu_seconds += result.gpu_seconds
             nb.add_attempt(state.notebook, iteration, candidate, result)
-        state.last_feedback = [nb.feedback(c, r) for c, r in zip(candidates, results)] + proposal.errors
+        state.last_feedback = [nb.feedback(c, r) for c, r in zip(candidates, results)] + [
+            error[: nb.FEEDBACK_LIMIT] for error in proposal.errors[: nb.MAX_PROPOSER_ERRORS]
+        ]
         if champion is not None:
             position, confirmed = champion
             state.best = nb.promote(candidates[position], iteration, confirmed)
@@ -344,7 +346,19 @@ class OptimizeKernelWorkflow:
         pending = [
             self._evaluate(iteration, candidate, total) for candidate in candidates if candidate.error is None
         ]
-        outcomes = iter(await asyncio.gather(*pending, return_exceptions=True))
+        batch = asyncio.gather(*pending, return_exceptions=True)
+        # A stop does not wait for evaluations that may run for many minutes on a GPU: they
+        # are cancelled (the GPU worker hears it at its next heartbeat) and the unfinished
+        # iteration is neither recorded nor counted.
+        await workflow.wait_condition(lambda: batch.done() or self._state.stop_requested)
+        if not batch.done():
+            batch.cancel()
+            try:
+                await batch
+            except asyncio.CancelledError:
+                pass
+            return None
+        outcomes = iter(batch.result())
         results: list[EvaluateResult] = []
         missing_worker = False
         for candidate in candidates:
