@@ -14,7 +14,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from api import runs_service as service
-from api.deps import AuthDep, SettingsDep, TemporalDep
+from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep
 from api.errors import invalid
 from api.schemas import (
     ActionAccepted,
@@ -152,13 +152,9 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     )
 
 
-def _list_runs(url: str, status_filter, problem, offset, limit):
-    with session_scope(url) as session:
-        return repository.list_runs(session, status=status_filter, problem=problem, offset=offset, limit=limit)
-
-
 @router.get("", response_model=RunsPublic)
-async def read_runs(
+def read_runs(
+    session: SessionDep,
     settings: SettingsDep,
     temporal: TemporalDep,
     status_filter: Annotated[Optional[Literal[RUN_STATUSES]], Query(alias="status")] = None,  # type: ignore[valid-type]
@@ -167,9 +163,7 @@ async def read_runs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> RunsPublic:
     """Runs newest first, as the store has them (the workflows keep their rows current)."""
-    runs, count = await run_in_threadpool(
-        _list_runs, settings.resolved_database_url, status_filter, problem, offset, limit
-    )
+    runs, count = repository.list_runs(session, status=status_filter, problem=problem, offset=offset, limit=limit)
     return RunsPublic(data=[service.to_public(r, settings, temporal.ui_url(r.id)) for r in runs], count=count)
 
 
@@ -184,51 +178,30 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
     return service.to_public(run, settings, temporal.ui_url(run_id), live)
 
 
-def _list_attempts(url: str, run_id: str, offset: int, limit: int):
-    if not service.plausible_run_id(run_id):
-        raise service.RunNotFound(run_id)
-    with session_scope(url) as session:
-        if repository.get_run(session, run_id) is None:
-            raise service.RunNotFound(run_id)
-        attempts, count = repository.list_attempts(session, run_id, offset=offset, limit=limit)
-        return [service.attempt_public(a) for a in attempts], count
+def _existing_run(session, run_id: str):
+    run = repository.get_run(session, run_id) if service.plausible_run_id(run_id) else None
+    if run is None:
+        raise _not_found(service.RunNotFound(run_id))
+    return run
 
 
 @router.get("/{run_id}/attempts", response_model=AttemptsPublic)
-async def read_attempts(
+def read_attempts(
     run_id: str,
-    settings: SettingsDep,
+    session: SessionDep,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> AttemptsPublic:
+    _existing_run(session, run_id)
+    attempts, count = repository.list_attempts(session, run_id, offset=offset, limit=limit)
+    return AttemptsPublic(data=[service.attempt_public(a) for a in attempts], count=count)
+
+
+def _text_or_none(session, sha: Optional[str]) -> Optional[str]:
     try:
-        data, count = await run_in_threadpool(_list_attempts, settings.resolved_database_url, run_id, offset, limit)
-    except service.RunNotFound as error:
-        raise _not_found(error) from None
-    return AttemptsPublic(data=data, count=count)
-
-
-def _best(url: str, run_id: str) -> tuple[Any, str, Optional[str]]:
-    if not service.plausible_run_id(run_id):
-        raise service.RunNotFound(run_id)
-    with session_scope(url) as session:
-        run = repository.get_run(session, run_id)
-        if run is None:
-            raise service.RunNotFound(run_id)
-        attempt = repository.get_attempt(session, run.best_attempt_id) if run.best_attempt_id else None
-        if attempt is None:
-            raise LookupError(f"run {run_id} has no best kernel yet")
-        try:
-            source = get_text(session, attempt.source_sha)
-        except KeyError:
-            raise LookupError(f"the source of run {run_id}'s best kernel ({attempt.source_sha}) is missing") from None
-        report = None
-        if attempt.report_sha:
-            try:
-                report = get_text(session, attempt.report_sha)
-            except KeyError:
-                report = None
-        return service.attempt_public(attempt), source, report
+        return get_text(session, sha) if sha else None
+    except KeyError:
+        return None
 
 
 def _parse_report(report: Optional[str]) -> Any:
@@ -244,20 +217,21 @@ def _parse_report(report: Optional[str]) -> Any:
     "/{run_id}/best",
     responses={200: {"content": {"text/x-python": {}, "application/json": {}}, "description": "The best kernel"}},
 )
-async def read_best(
-    run_id: str, settings: SettingsDep, format: Literal["file", "json"] = "file"
-) -> Response:
+def read_best(run_id: str, session: SessionDep, format: Literal["file", "json"] = "file") -> Response:
     """The best kernel's source as a file download; ``?format=json`` adds its judge report."""
-    try:
-        attempt, source, report = await run_in_threadpool(_best, settings.resolved_database_url, run_id)
-    except service.RunNotFound as error:
-        raise _not_found(error) from None
-    except LookupError as error:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(error)) from None
-    if format == "json":
-        return JSONResponse(
-            {"attempt": attempt.model_dump(mode="json"), "source": source, "report": _parse_report(report)}
+    run = _existing_run(session, run_id)
+    best = repository.get_attempt(session, run.best_attempt_id) if run.best_attempt_id else None
+    if best is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"run {run_id} has no best kernel yet")
+    source = _text_or_none(session, best.source_sha)
+    if source is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"the source of run {run_id}'s best kernel ({best.source_sha}) is missing"
         )
+    attempt = service.attempt_public(best)
+    if format == "json":
+        report = _parse_report(_text_or_none(session, best.report_sha))
+        return JSONResponse({"attempt": attempt.model_dump(mode="json"), "source": source, "report": report})
     headers = {
         "Content-Disposition": f'attachment; filename="{run_id}-best.py"',
         "X-Marathon-Iteration": str(attempt.iteration),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
 from store import repository
 from workflows import search_attributes as attrs
