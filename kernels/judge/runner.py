@@ -254,6 +254,10 @@ def judge(
         children["referee"] = _Child("referee", "referee", config, env, workdir, events)
         children["sandbox"] = _Child("sandbox", "sandbox", config, env, workdir, events)
         outcome = _orchestrate(children, events, started + timeout_s, cancel, timeout_s)
+        ncu_result = None
+        if ncu and outcome[0] == "ok" and device == "cuda" and shutil.which("ncu"):
+            budget = min(NCU_TIMEOUT_S, max(1.0, started + timeout_s - time.monotonic()))
+            ncu_result = _profile_with_ncu(config, env, workdir, budget)
     finally:
         for child in children.values():
             child.kill()
@@ -262,12 +266,67 @@ def judge(
     status, message, data = outcome
     fields: dict[str, Any] = {"seeds": seed_list, "output_tail": tail,
                               "fingerprint": data.get("fingerprint", {})}
-    fields["ncu_reason"] = "ncu profiling not requested" if not ncu else (
-        "ncu not found on PATH" if shutil.which("ncu") is None else "ncu profiling is not wired into this judge version")
+    if not ncu:
+        fields["ncu_reason"] = "ncu profiling not requested"
+    elif shutil.which("ncu") is None:
+        fields["ncu_reason"] = "ncu not found on PATH"
+    elif device != "cuda":
+        fields["ncu_reason"] = "ncu needs a GPU"
+    elif ncu_result is None:
+        fields["ncu_reason"] = "not profiled: the candidate was not accepted"
+    else:
+        fields["ncu"], fields["ncu_reason"] = ncu_result
     if status != "ok":
         fields["shapes"] = _shapes(spec, config, data, device)
         return finish(status, message, **fields)
     return _scored(spec, config, data, device, finish, fields)
+
+
+NCU_TIMEOUT_S = 180.0
+NCU_METRICS = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "gpu__time_duration.sum": "duration_ns",
+}
+
+
+def _profile_with_ncu(config, env, workdir, timeout_s) -> tuple[dict[str, Any] | None, str]:
+    """Nsight Compute metrics of the candidate's kernels for one call at the first bench shape.
+
+    Returns (metrics per kernel name, reason). The sandbox runs in its profile mode under
+    ``ncu``; the numbers are informational (the candidate's own output shares that stdout).
+    """
+    import csv
+    import io
+    import json
+
+    read_fd, write_fd = os.pipe()
+    profile = dict(config, mode="profile", report_fd=write_fd, nonce=secrets.token_hex(16))
+    command = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
+               "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module="sandbox")]
+    try:
+        result = subprocess.run(command, input=(json.dumps(profile) + "\n").encode(), capture_output=True,
+                                cwd=workdir, env=env, timeout=timeout_s, pass_fds=(write_fd,), start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return None, f"ncu did not finish within {timeout_s:.0f} s"
+    finally:
+        os.close(write_fd)
+        os.close(read_fd)
+    rows = [line for line in result.stdout.decode(errors="replace").splitlines() if line.startswith('"')]
+    metrics: dict[str, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(rows))):
+        name, metric = row.get("Kernel Name", "?"), NCU_METRICS.get(row.get("Metric Name", ""))
+        if metric is None:
+            continue
+        try:
+            metrics.setdefault(name, {})[metric] = float(row.get("Metric Value", "").replace(",", ""))
+        except ValueError:
+            continue
+    if not metrics:
+        tail = (result.stderr or result.stdout).decode(errors="replace")[-300:]
+        return None, f"ncu produced no metrics (exit {result.returncode}): {tail}"
+    return metrics, "measured with ncu at the first bench shape, one call"
 
 
 def _orchestrate(children, events, deadline, cancel, timeout_s) -> tuple[str, str, dict[str, Any]]:

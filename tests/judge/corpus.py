@@ -33,6 +33,7 @@ class Case:
 RUNTIME_CASES = (
     Case("honest_cumsum", "ok", "accepted", static=True),
     Case("honest_views", "ok", "accepted", static=True),
+    Case("honest_heuristics", "ok", "accepted", static=True),
     Case("empty_output", "incorrect", "seed #0"),
     Case("stale_output", "incorrect", "tolerance"),
     Case("cached_output", "incorrect", "does not depend on the inputs"),

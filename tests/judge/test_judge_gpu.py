@@ -71,3 +71,22 @@ def test_project_seed_is_accepted_on_gpu(name):
     graphs = [s for s in report.shapes if s.get("graph")]
     if problem.extra.get("launch_bound_shapes"):
         assert graphs and all("speedup" in s["graph"] for s in graphs)
+
+
+def test_autotuned_candidate_is_accepted():
+    report = _judge("honest_autotuned_gpu")
+    assert report.status == "ok", report.message
+
+
+def test_ncu_metrics_when_ncu_is_installed():
+    import shutil
+
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu is not on PATH")
+    report = judge((CANDIDATES / "honest_cumsum.py").read_text(), TOY, device="cuda", timeout_s=600, ncu=True)
+    print(f"\n[ncu] {report.ncu_reason}: {report.ncu}")
+    assert report.status == "ok", report.message
+    if report.ncu is None:
+        pytest.skip(f"ncu present but not usable here: {report.ncu_reason}")
+    metrics = next(iter(report.ncu.values()))
+    assert 0 <= metrics["dram_throughput_pct"] <= 100
