@@ -32,6 +32,8 @@ def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path):
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
             wait_for(lambda: len(attempts_of(client, run_id)) >= 1, 300, "the first recorded attempt")
+            in_flight = client.get(f"/runs/{run_id}").json()
+            assert in_flight["status"] == "running" and in_flight["iteration"] < ITERATIONS, in_flight
         processes = descendants(stack.process.pid)
         assert len(processes) >= 4
     finally:
