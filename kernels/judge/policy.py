@@ -79,7 +79,7 @@ COMPUTE_METHODS = frozenset(
      "einsum", "cumsum", "cumprod", "max", "min", "amax", "amin", "add", "add_", "mul", "mul_", "sub",
      "sub_", "div", "div_", "pow", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "norm",
      "to", "type", "float", "half", "bfloat16", "double", "clamp", "clamp_", "where", "masked_fill",
-     "masked_fill_", "scatter", "scatter_", "gather", "index_select", "topk", "sort", "argmax",
+     "masked_fill_", "scatter", "scatter_", "gather", "index_select", "topk", "argmax",
      "argmin", "abs", "neg", "reciprocal", "baddbmm", "addmm", "dot", "outer", "tril", "triu",
      "cat", "stack", "prod", "var", "std", "logsumexp", "cos", "sin", "roll", "flip", "repeat",
      "index_add", "index_add_", "index_copy", "index_put", "index_put_", "lerp", "addcmul",

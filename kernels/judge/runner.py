@@ -200,8 +200,12 @@ def judge(
     if ":" in problem and PROJECT_ROOT not in sys.path:
         sys.path.append(PROJECT_ROOT)  # toy problems under tests/ load by object path, as in the children
     spec = get_problem(problem)  # unknown names raise ValueError listing the known ones
+    if device == "auto":
+        device = None
     if device not in (None, "cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or None, got {device!r}")
+        raise ValueError(f"device must be 'cpu', 'cuda', 'auto' or None, got {device!r}")
+    if not isinstance(source, str):
+        raise ValueError(f"source must be the candidate's text (str), got {type(source).__name__}")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     if timing_reps is not None and timing_reps < 1:
