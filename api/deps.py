@@ -16,7 +16,10 @@ from store import repository
 from store.db import session_scope
 
 TOKEN_COOKIE = "marathon_token"
-MISSING_TOKEN = "missing bearer token: send the header 'Authorization: Bearer <token>' (marathon up writes the token to <home>/api-token)"
+MISSING_TOKEN = (
+    "missing bearer token: send the header 'Authorization: Bearer <token>' "
+    "(marathon up writes the token to <home>/api-token)"
+)
 INVALID_TOKEN = "invalid API token"
 
 

@@ -84,6 +84,10 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [low + i * step for i in range(count)]
 
 
+def _line(css_class: str, x1: float, x2: float, y1: float, y2: float) -> str:
+    return f'<line class="{css_class}" x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
+
+
 def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> str:
     """Speedup of every attempt (dots; failures as red dots on the axis) and the best so far (line)."""
     scored = [p for p in points if p.speedup is not None]
@@ -103,15 +107,17 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
         f'<svg id="speedup-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" '
         f'viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" aria-label="speedup over iterations">',
         "<title>Speedup over iterations</title>",
-        f'<line class="axis" x1="{MARGIN_LEFT}" y1="{MARGIN_TOP + inner_h}" x2="{PLOT_WIDTH - MARGIN_RIGHT}" y2="{MARGIN_TOP + inner_h}"/>',
-        f'<line class="axis" x1="{MARGIN_LEFT}" y1="{MARGIN_TOP}" x2="{MARGIN_LEFT}" y2="{MARGIN_TOP + inner_h}"/>',
+        _line("axis", MARGIN_LEFT, PLOT_WIDTH - MARGIN_RIGHT, MARGIN_TOP + inner_h, MARGIN_TOP + inner_h),
+        _line("axis", MARGIN_LEFT, MARGIN_LEFT, MARGIN_TOP, MARGIN_TOP + inner_h),
     ]
     for value in _ticks(0.0, y_high):
         parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.2f}x</text>')
     for value in _ticks(float(x_low), float(x_high)):
         parts.append(f'<text x="{x(value):.1f}" y="{PLOT_HEIGHT - 22}" text-anchor="middle">{value:.0f}</text>')
-    parts.append(f'<text x="{MARGIN_LEFT + inner_w / 2:.1f}" y="{PLOT_HEIGHT - 4}" text-anchor="middle">iteration</text>')
-    parts.append(f'<line class="baseline-line" x1="{MARGIN_LEFT}" x2="{PLOT_WIDTH - MARGIN_RIGHT}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}"/>')
+    parts.append(
+        f'<text x="{MARGIN_LEFT + inner_w / 2:.1f}" y="{PLOT_HEIGHT - 4}" text-anchor="middle">iteration</text>'
+    )
+    parts.append(_line("baseline-line", MARGIN_LEFT, PLOT_WIDTH - MARGIN_RIGHT, y(1.0), y(1.0)))
     if goal_target:
         parts.append(
             f'<line class="goal-line" x1="{MARGIN_LEFT}" x2="{PLOT_WIDTH - MARGIN_RIGHT}" '
@@ -128,7 +134,8 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
             continue
         parts.append(
             f'<circle class="attempt" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="3">'
-            f"<title>iteration {point.iteration}, candidate {point.index}: {point.speedup:.3f}x ({esc(point.status)})</title></circle>"
+            f"<title>iteration {point.iteration}, candidate {point.index}: "
+            f"{point.speedup:.3f}x ({esc(point.status)})</title></circle>"
         )
         if point.status == "ok" and (best is None or point.speedup > best):
             if best is not None:
@@ -164,7 +171,10 @@ def _facts(data: PageData) -> str:
     best = "none yet" if data.best_speedup is None else f"{data.best_speedup:.3f}x"
     rows = [
         ("Problem", esc(data.problem)),
-        ("Status", f'<span id="run-status">{esc(data.status)}</span>' + (f" ({esc(data.phase)})" if data.phase else "")),
+        (
+            "Status",
+            f'<span id="run-status">{esc(data.status)}</span>' + (f" ({esc(data.phase)})" if data.phase else ""),
+        ),
         ("Iteration", esc(data.iteration)),
         ("Goal", esc(data.goal_text)),
         ("Best speedup", f'<span id="best-speedup">{esc(best)}</span>'),
@@ -178,10 +188,16 @@ def _facts(data: PageData) -> str:
 
 def _notebook(view: NotebookView) -> str:
     parts = []
-    for title, items in (("Hints", view.hints), ("Lessons", view.lessons), ("Strategies that failed", view.failed_strategies)):
+    for title, items in (
+        ("Hints", view.hints),
+        ("Lessons", view.lessons),
+        ("Strategies that failed", view.failed_strategies),
+    ):
         if items:
             parts.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>")
-    header = "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th><th>note</th></tr>"
+    header = (
+        "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th><th>note</th></tr>"
+    )
     body = "".join(
         "<tr>"
         f"<td>{esc(row['iteration'])}</td><td>{esc(row['index'])}</td><td>{esc(row['strategy'])}</td>"
@@ -200,11 +216,13 @@ def render_run_page(data: PageData) -> str:
         best = "<p>No kernel has passed the judge yet.</p>"
         diff = ""
     else:
-        best = f"<p>{esc(data.best_label)}</p><pre id=\"best-source\"><code>{esc(data.best_source)}</code></pre>"
+        best = f'<p>{esc(data.best_label)}</p><pre id="best-source"><code>{esc(data.best_source)}</code></pre>'
         if data.seed_source is None:
             diff = f"<p>{esc(data.seed_note)}</p>"
         else:
-            diff = f'<pre id="best-diff" class="diff"><code>{diff_html(data.seed_source, data.best_source)}</code></pre>'
+            diff = (
+                f'<pre id="best-diff" class="diff"><code>{diff_html(data.seed_source, data.best_source)}</code></pre>'
+            )
     return (
         "<!doctype html>"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -233,7 +251,7 @@ def render_login_page(next_path: str, message: str) -> str:
         f"<h1>Marathon</h1><p>{esc(message)}</p>"
         '<form method="post" action="/login">'
         f'<input type="hidden" name="next" value="{esc(next_path)}">'
-        '<label>API token (from <code>&lt;home&gt;/api-token</code>) '
+        "<label>API token (from <code>&lt;home&gt;/api-token</code>) "
         '<input type="password" name="token" autocomplete="off" required></label> '
         '<button type="submit">Open</button></form></body></html>'
     )

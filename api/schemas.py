@@ -11,7 +11,6 @@ from kernels.registry import problem_names
 from workflows.notebook import HINT_LIMIT
 from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig
 
-
 # The limits below are checked by the dataclasses' ``problems()`` (one message per problem, in
 # words); the schema states them too, so clients and fuzzers know them without a round trip.
 OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}

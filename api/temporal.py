@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, Optional
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     RPCError,
@@ -19,9 +22,6 @@ from temporalio.client import (
     WorkflowQueryRejectedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
@@ -81,8 +81,9 @@ class TemporalGateway:
                 try:
                     self._client = await asyncio.wait_for(self._factory(), timeout=10)
                 except Exception as error:
+                    reason = str(error) or type(error).__name__
                     raise TemporalUnavailable(
-                        f"Temporal at {self.settings.temporal_address} is not reachable: {error or type(error).__name__}"
+                        f"Temporal at {self.settings.temporal_address} is not reachable: {reason}"
                     ) from error
         return self._client
 
@@ -167,9 +168,7 @@ class TemporalGateway:
 
     async def query(self, run_id: str, name: str, result_type: Optional[type] = None) -> Any:
         client = await self.client()
-        return await client.get_workflow_handle(run_id).query(
-            name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT
-        )
+        return await client.get_workflow_handle(run_id).query(name, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
 
     async def is_running(self, run_id: str) -> Optional[bool]:
         """True/False from Temporal; raises TemporalUnavailable when it cannot tell."""
@@ -191,7 +190,9 @@ class TemporalGateway:
             else:
                 await handle.signal(name, arg, rpc_timeout=RPC_TIMEOUT)
         except RPCError as error:
-            raise TemporalUnavailable(f"Temporal could not deliver {name!r} to run {run_id}: {error.message}") from error
+            raise TemporalUnavailable(
+                f"Temporal could not deliver {name!r} to run {run_id}: {error.message}"
+            ) from error
 
     async def update(self, run_id: str, name: str, arg: Any) -> Any:
         """Run a workflow update; it needs a worker, so without one polling it fails fast with the reason."""
@@ -205,11 +206,14 @@ class TemporalGateway:
                 )
             return await handle.execute_update(name, arg, rpc_timeout=UPDATE_TIMEOUT)
         except WorkflowUpdateRPCTimeoutOrCancelledError as error:
+            seconds = UPDATE_TIMEOUT.total_seconds()
             raise TemporalUnavailable(
-                f"run {run_id} did not answer update {name!r} within {UPDATE_TIMEOUT.total_seconds():g} s: is its worker busy or down?"
+                f"run {run_id} did not answer update {name!r} within {seconds:g} s: is its worker busy or down?"
             ) from error
         except RPCError as error:
-            raise TemporalUnavailable(f"Temporal could not run update {name!r} on run {run_id}: {error.message}") from error
+            raise TemporalUnavailable(
+                f"Temporal could not run update {name!r} on run {run_id}: {error.message}"
+            ) from error
 
     async def check(self) -> str:
         """'ok' or the reason Temporal is not usable (for the health route)."""

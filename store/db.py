@@ -33,7 +33,7 @@ def normalize_url(url: str) -> str:
     """Pick the psycopg 3 driver for bare PostgreSQL URLs; leave everything else as given."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 

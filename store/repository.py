@@ -211,9 +211,7 @@ def record_attempt(
     return attempt, True
 
 
-def list_attempts(
-    session: Session, run_id: str, *, offset: int = 0, limit: int = 50
-) -> tuple[list[Attempt], int]:
+def list_attempts(session: Session, run_id: str, *, offset: int = 0, limit: int = 50) -> tuple[list[Attempt], int]:
     """A run's attempts ordered by (iteration, index); returns (page, total)."""
     _check_page(offset, limit)
     count = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)) or 0

@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api import runs_service as service
-from api.deps import TOKEN_COOKIE, INVALID_TOKEN, page_token_is_valid, token_is_valid
+from api.deps import INVALID_TOKEN, TOKEN_COOKIE, page_token_is_valid, token_is_valid
 from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,

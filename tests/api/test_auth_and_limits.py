@@ -47,7 +47,9 @@ async def test_tokens_are_hashed_at_rest(api):
 
 
 async def test_body_over_the_limit_is_413(api):
-    response = await api.http.post("/runs", content=b"{" + b" " * 30_000 + b"}", headers={"Content-Type": "application/json"})
+    response = await api.http.post(
+        "/runs", content=b"{" + b" " * 30_000 + b"}", headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 413
     assert response.json() == {"detail": "request body exceeds the limit of 20000 bytes"}
 
@@ -87,9 +89,19 @@ async def test_unknown_fields_are_422(api):
 
 async def test_openapi_and_docs_are_served(api):
     schema = (await api.anonymous.get("/openapi.json")).json()
-    assert {"/runs", "/runs/{run_id}", "/runs/{run_id}/attempts", "/runs/{run_id}/best", "/runs/{run_id}/goal",
-            "/runs/{run_id}/hints", "/runs/{run_id}/pause", "/runs/{run_id}/resume", "/runs/{run_id}/stop",
-            "/problems", "/healthz"} <= set(schema["paths"])
+    assert {
+        "/runs",
+        "/runs/{run_id}",
+        "/runs/{run_id}/attempts",
+        "/runs/{run_id}/best",
+        "/runs/{run_id}/goal",
+        "/runs/{run_id}/hints",
+        "/runs/{run_id}/pause",
+        "/runs/{run_id}/resume",
+        "/runs/{run_id}/stop",
+        "/problems",
+        "/healthz",
+    } <= set(schema["paths"])
     assert (await api.anonymous.get("/docs")).status_code == 200
 
 

@@ -90,7 +90,10 @@ async def test_object_path_problems_are_refused_unless_enabled(api, temporal_env
     http = await extra_api(api.settings.model_copy(), factory)
     response = await http.post("/runs", json={"problem": "os:path"})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["msg"] == "problem 'os:path' is an object path; this API only runs registered problems"
+    assert (
+        response.json()["detail"][0]["msg"]
+        == "problem 'os:path' is an object path; this API only runs registered problems"
+    )
 
 
 def _closed_port() -> int:
@@ -115,7 +118,9 @@ async def test_a_refused_start_removes_the_row(api, temporal_env, extra_api):
     settings = api.settings.model_copy(update={"temporal_namespace": "no-such-namespace"})
 
     async def factory() -> Client:
-        return await Client.connect(temporal_env.client.service_client.config.target_host, namespace="no-such-namespace")
+        return await Client.connect(
+            temporal_env.client.service_client.config.target_host, namespace="no-such-namespace"
+        )
 
     http = await extra_api(settings, factory)
     response = await http.post("/runs", json={"problem": "kda"})

@@ -41,7 +41,10 @@ class ScriptedLoop:
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
         return EvaluateResult(
-            status="ok", speedup=scripted_speedup(input.iteration, input.index), timing_kind="interpreter", device="fake"
+            status="ok",
+            speedup=scripted_speedup(input.iteration, input.index),
+            timing_kind="interpreter",
+            device="fake",
         )
 
 
@@ -74,7 +77,12 @@ async def test_a_run_through_the_api_completes_and_reads_back(bare_api):
     gpu = build_gpu_worker(api.client, api.settings, task_queue=evaluate_queue, activities=[loop.evaluate])
     async with cpu, gpu:
         await wait_for_evaluator(api, evaluate_queue)
-        body = {"problem": "mla-decode", "goal": {"speedup": 100}, "budget": {"iterations": 3}, "candidates_per_iteration": 2}
+        body = {
+            "problem": "mla-decode",
+            "goal": {"speedup": 100},
+            "budget": {"iterations": 3},
+            "candidates_per_iteration": 2,
+        }
         response = await api.http.post("/runs", json=body)
         assert response.status_code == 201, response.text
         created = response.json()

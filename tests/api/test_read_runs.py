@@ -71,7 +71,9 @@ async def test_list_runs_filters_and_paginates(api):
 async def test_list_runs_rejects_unknown_status(api):
     response = await api.http.get("/runs", params={"status": "sleeping"})
     assert response.status_code == 422
-    assert response.json()["detail"][0]["msg"] == "Input should be 'running', 'paused', 'completed', 'stopped' or 'failed'"
+    assert (
+        response.json()["detail"][0]["msg"] == "Input should be 'running', 'paused', 'completed', 'stopped' or 'failed'"
+    )
 
 
 async def test_read_run_falls_back_to_the_store_without_a_workflow(api):

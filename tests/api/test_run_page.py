@@ -12,10 +12,16 @@ from store import repository
 from store.artifacts import put_text
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 HOSTILE = '</code></pre><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 HOSTILE_SOURCE = f"def kernel(q, kv, scale):\n    # {HOSTILE}\n    return q\n"
-HOSTILE_STRATEGY = '<script>window.__pwned = 3</script>split-K'
+HOSTILE_STRATEGY = "<script>window.__pwned = 3</script>split-K"
 
 
 async def start_run(api) -> str:
@@ -36,9 +42,21 @@ def record_attempts(api, run_id: str) -> None:
         ]
         for iteration, index, sha, status, speedup, best, strategy in rows:
             repository.record_attempt(
-                session, run_id=run_id, iteration=iteration, index=index, strategy=strategy, knobs=None,
-                source_sha=sha, status=status, message=HOSTILE if status != "ok" else "", speedup=speedup,
-                roofline=None, timing_kind="interpreter", report_sha=None, is_best=best, gpu_seconds=0.1,
+                session,
+                run_id=run_id,
+                iteration=iteration,
+                index=index,
+                strategy=strategy,
+                knobs=None,
+                source_sha=sha,
+                status=status,
+                message=HOSTILE if status != "ok" else "",
+                speedup=speedup,
+                roofline=None,
+                timing_kind="interpreter",
+                report_sha=None,
+                is_best=best,
+                gpu_seconds=0.1,
             )
 
 
@@ -46,7 +64,9 @@ def record_attempts(api, run_id: str) -> None:
 async def browser():
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
-    playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is not installed (pip install playwright)")
+    playwright_api = pytest.importorskip(
+        "playwright.async_api", reason="playwright is not installed (pip install playwright)"
+    )
     async with playwright_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser

@@ -6,8 +6,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from store.db import make_engine, session_scope, upgrade
 from store import repository
+from store.db import make_engine, session_scope, upgrade
 from store.models import ApiToken, Base
 
 

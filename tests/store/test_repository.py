@@ -97,7 +97,9 @@ def test_best_attempt_is_unique_and_updates_the_run(database_url):
     with session_scope(database_url) as session:
         repository.record_attempt(session, run_id="run-1", **attempt_fields(1, 0, speedup=1.1, is_best=True))
         repository.record_attempt(session, run_id="run-1", **attempt_fields(1, 1, speedup=None))
-        second, _ = repository.record_attempt(session, run_id="run-1", **attempt_fields(2, 0, speedup=1.7, is_best=True))
+        second, _ = repository.record_attempt(
+            session, run_id="run-1", **attempt_fields(2, 0, speedup=1.7, is_best=True)
+        )
         second_id = second.id
     with session_scope(database_url) as session:
         run = repository.get_run(session, "run-1")
