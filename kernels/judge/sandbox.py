@@ -267,6 +267,7 @@ class Sandbox:
         # point before the second refill comes back stale.
         first = pick.randrange(warmup, warmup + max(1, timed // 2))
         second = pick.randrange(first + 1, warmup + timed) if first + 1 < warmup + timed else None
+        last = warmup + timed - 1
         originals = {k: v.clone() for k, v in watched.items() if isinstance(v, torch.Tensor)}
         original_scalars = {k: v for k, v in watched.items() if not isinstance(v, torch.Tensor)}
         calls = {"set0": 0, "holds": 0}
@@ -290,12 +291,10 @@ class Sandbox:
             if state.own_launches == launches:
                 raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {self.problem.describe_shape(shape)}")
             if on_watched:
+                # Cloned at once: a candidate may legitimately hand back the same buffer each call.
+                if swap or calls["set0"] == last:
+                    kept.append(("swap" if swap else "last", calls["holds"], out.clone()))
                 calls["set0"] += 1
-                if swap:
-                    kept.append(("swap", calls["holds"], out))
-                else:
-                    kept[:] = [k for k in kept if k[0] == "swap"] + [k for k in kept if k[0] != "swap"][-1:]
-                    kept.append(("last", calls["holds"], out))
             return out
 
         return candidate

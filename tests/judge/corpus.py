@@ -34,6 +34,7 @@ RUNTIME_CASES = (
     Case("honest_cumsum", "ok", "accepted", static=True),
     Case("honest_views", "ok", "accepted", static=True),
     Case("honest_heuristics", "ok", "accepted", static=True),
+    Case("honest_reused_buffer", "ok", "accepted", static=True, reps=4),
     Case("empty_output", "incorrect", "seed #0"),
     Case("stale_output", "incorrect", "tolerance"),
     Case("cached_output", "incorrect", "does not depend on the inputs"),
@@ -67,7 +68,7 @@ RUNTIME_CASES = (
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
     Case("cache_during_timing", "incorrect", "tolerance", static=True, reps=4),
-    Case("hang", "timeout", "no verdict within", static=True, timeout_s=20.0),
+    Case("hang", "timeout", "no verdict within", static=True, timeout_s=10.0),
 )
 
 # Candidate -> a fragment of the first static finding.
