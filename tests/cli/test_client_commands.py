@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from marathon.cli import main
@@ -43,6 +44,10 @@ def test_run_prints_where_to_watch(capsys, home, live_stack):
     assert f"run page     {live_stack.api_url}/runs/{run_id}/page" in out
     assert f"Temporal UI  http://127.0.0.1:{live_stack.ui_port}/namespaces/default/workflows/{run_id}" in out
     assert f"follow it with: marathon watch {run_id}" in out
+    # The Temporal UI's own server answers for the run (what the UI page renders).
+    shown = httpx.get(f"http://127.0.0.1:{live_stack.ui_port}/api/v1/namespaces/default/workflows/{run_id}", timeout=10)
+    assert shown.status_code == 200
+    assert shown.json()["workflowExecutionInfo"]["type"]["name"] == "OptimizeKernelWorkflow"
     cli(capsys, "stop", run_id, *home)
 
 
