@@ -32,7 +32,8 @@ def get_gateway(request: Request) -> TemporalGateway:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.settings.resolved_database_url) as session:
+    """A read-only session: the routes that write open their own ``session_scope``."""
+    with session_scope(request.app.state.settings.resolved_database_url, read_only=True) as session:
         yield session
 
 
@@ -44,8 +45,17 @@ _bearer = HTTPBearer(auto_error=False, description="The token `marathon up` writ
 
 
 def token_is_valid(settings: Settings, token: str) -> bool:
-    with session_scope(settings.resolved_database_url) as session:
-        return repository.verify_token(session, token)
+    """Checked in a read-only session; the once-a-minute ``last_used_at`` note gets its own write."""
+    url = settings.resolved_database_url
+    with session_scope(url, read_only=True) as session:
+        found = repository.find_token(session, token)
+        if found is None:
+            return False
+        stale = repository.token_needs_touch(found)
+    if stale:
+        with session_scope(url) as session:
+            repository.verify_token(session, token)
+    return True
 
 
 async def require_token(

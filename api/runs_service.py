@@ -89,7 +89,7 @@ def plausible_run_id(run_id: str) -> bool:
 def load_run(url: str, run_id: str) -> Run:
     if not plausible_run_id(run_id):
         raise RunNotFound(run_id)
-    with session_scope(url) as session:
+    with session_scope(url, read_only=True) as session:
         run = repository.get_run(session, run_id)
         if run is None:
             raise RunNotFound(run_id)

@@ -2,9 +2,10 @@
 
 SQLite (the default, under the home directory) is written by several processes at once (the
 API, the CPU worker's record activity, the CLI through the API), so every SQLite connection runs
-in WAL mode with a busy timeout, and every transaction starts with ``BEGIN IMMEDIATE``: a
-read-then-write transaction that began deferred can fail at once with "database is locked" when
-another writer committed in between, whereas an immediate one waits its turn.
+in WAL mode with a busy timeout, and every writing transaction starts with ``BEGIN IMMEDIATE``:
+a read-then-write transaction that began deferred can fail at once with "database is locked"
+when another writer committed in between, whereas an immediate one waits its turn. Sessions
+opened with ``read_only=True`` begin deferred, so readers never queue behind writers.
 
 PostgreSQL is reached through psycopg 3; ``postgresql://`` and ``postgres://`` URLs are
 rewritten to ``postgresql+psycopg://`` so a plain ``DATABASE_URL`` works.
@@ -24,8 +25,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
+READ_ONLY_OPTION = "marathon_read_only"
+
 _engines: dict[str, Engine] = {}
-_session_factories: dict[str, sessionmaker[Session]] = {}
+_session_factories: dict[tuple[str, bool], sessionmaker[Session]] = {}
 _lock = threading.Lock()
 
 
@@ -59,7 +62,8 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def on_begin(connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = connection.get_execution_options().get(READ_ONLY_OPTION, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def make_engine(url: str) -> Engine:
@@ -80,7 +84,9 @@ def make_engine(url: str) -> Engine:
         else:
             engine = create_engine(url, pool_pre_ping=True)
         _engines[url] = engine
-        _session_factories[url] = sessionmaker(bind=engine, expire_on_commit=False)
+        _session_factories[(url, False)] = sessionmaker(bind=engine, expire_on_commit=False)
+        reader = engine.execution_options(**{READ_ONLY_OPTION: True})
+        _session_factories[(url, True)] = sessionmaker(bind=reader, expire_on_commit=False)
         return engine
 
 
@@ -89,7 +95,8 @@ def dispose_engine(url: str) -> None:
     url = normalize_url(url)
     with _lock:
         engine = _engines.pop(url, None)
-        _session_factories.pop(url, None)
+        _session_factories.pop((url, False), None)
+        _session_factories.pop((url, True), None)
     if engine is not None:
         engine.dispose()
 
@@ -103,15 +110,16 @@ def _resolve(url: str | None) -> str:
 
 
 @contextmanager
-def session_scope(url: str | None = None) -> Iterator[Session]:
+def session_scope(url: str | None = None, *, read_only: bool = False) -> Iterator[Session]:
     """A session that commits when the block ends and rolls back when it raises.
 
     ``url`` defaults to the settings' database (``MARATHON_DATABASE_URL`` / ``DATABASE_URL``,
-    else SQLite under the home directory).
+    else SQLite under the home directory). ``read_only`` sessions must not write: on SQLite
+    they do not take the write lock (a write in one may fail with "database is locked").
     """
     url = _resolve(url)
     make_engine(url)
-    session = _session_factories[url]()
+    session = _session_factories[(url, read_only)]()
     try:
         yield session
         session.commit()

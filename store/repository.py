@@ -243,20 +243,32 @@ def create_token(session: Session, *, name: str) -> str:
     return plaintext
 
 
+def find_token(session: Session, plaintext: str) -> Optional[ApiToken]:
+    """The stored token whose hash matches ``plaintext`` (reads only)."""
+    if not plaintext:
+        return None
+    return session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext)))
+
+
+def token_needs_touch(token: ApiToken) -> bool:
+    """Whether ``last_used_at`` is stale: a write per request would contend with the workers on
+    SQLite, and a minute's precision is enough."""
+    last = token.last_used_at
+    if last is None:
+        return True
+    now = utcnow()
+    if last.tzinfo is None:
+        last = last.replace(tzinfo=now.tzinfo)
+    return now - last > TOKEN_TOUCH_INTERVAL
+
+
 def verify_token(session: Session, plaintext: str) -> bool:
     """True when ``plaintext`` is a stored token (and note when it was last used)."""
-    if not plaintext:
-        return False
-    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(plaintext)))
+    token = find_token(session, plaintext)
     if token is None:
         return False
-    now = utcnow()
-    last = token.last_used_at
-    if last is not None and last.tzinfo is None:
-        last = last.replace(tzinfo=now.tzinfo)
-    # A write per request would contend with the workers on SQLite; a minute's precision is enough.
-    if last is None or now - last > TOKEN_TOUCH_INTERVAL:
-        token.last_used_at = now
+    if token_needs_touch(token):
+        token.last_used_at = utcnow()
         session.flush()
     return True
 

@@ -15,7 +15,7 @@ router = APIRouter(tags=["health"])
 
 def _database_state(url: str) -> str:
     try:
-        with session_scope(url) as session:
+        with session_scope(url, read_only=True) as session:
             session.execute(text("SELECT 1"))
     except Exception as error:
         return f"unreachable: {type(error).__name__}"

@@ -55,7 +55,7 @@ def _seed_source(problem: str) -> tuple[Optional[str], str]:
 def _store_view(url: str, run_id: str) -> dict:
     if not service.plausible_run_id(run_id):
         raise service.RunNotFound(run_id)
-    with session_scope(url) as session:
+    with session_scope(url, read_only=True) as session:
         run = repository.get_run(session, run_id)
         if run is None:
             raise service.RunNotFound(run_id)
