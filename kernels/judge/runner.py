@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernels.judge import physics, policy, protocol
 from kernels.judge.report import JudgeReport
@@ -188,11 +188,13 @@ def judge(
     cancel: threading.Event | None = None,
     ncu: bool = False,
     static_policy: bool = True,
+    heartbeat: Callable[[str], None] | None = None,
 ) -> JudgeReport:
     """Judge candidate ``source`` for ``problem``; see ``kernels/judge/__init__.py``.
 
     ``static_policy=False`` skips the source scan so tests can show that the run-time
-    guards hold on their own; production callers leave it on.
+    guards hold on their own; production callers leave it on. ``heartbeat(phase)`` is called
+    about every two seconds while the children run (a Temporal activity heartbeats with it).
     """
     from kernels.registry import get_problem
 
@@ -216,8 +218,10 @@ def judge(
     digest = hashlib.sha256(source.encode()).hexdigest()
     base = {"problem": spec.name, "device": device, "candidate_sha256": digest,
             "timing_kind": "gpu" if device == "cuda" else "interpreter"}
+    caller_fingerprint = _caller_fingerprint(device)
 
     def finish(status: str, message: str, **fields: Any) -> JudgeReport:
+        fields["fingerprint"] = {**caller_fingerprint, **fields.get("fingerprint", {})}
         return JudgeReport(status=status, message=message, duration_s=round(time.monotonic() - started, 3),
                            **base, **fields)
 
@@ -257,7 +261,7 @@ def judge(
     try:
         children["referee"] = _Child("referee", "referee", config, env, workdir, events)
         children["sandbox"] = _Child("sandbox", "sandbox", config, env, workdir, events)
-        outcome = _orchestrate(children, events, started + timeout_s, cancel, timeout_s)
+        outcome = _orchestrate(children, events, started + timeout_s, cancel, timeout_s, heartbeat)
         ncu_result = None
         if ncu and outcome[0] == "ok" and device == "cuda" and shutil.which("ncu"):
             budget = min(NCU_TIMEOUT_S, max(1.0, started + timeout_s - time.monotonic()))
@@ -333,12 +337,16 @@ def _profile_with_ncu(config, env, workdir, timeout_s) -> tuple[dict[str, Any] |
     return metrics, "measured with ncu at the first bench shape, one call"
 
 
-def _orchestrate(children, events, deadline, cancel, timeout_s) -> tuple[str, str, dict[str, Any]]:
+def _orchestrate(children, events, deadline, cancel, timeout_s, heartbeat) -> tuple[str, str, dict[str, Any]]:
     data: dict[str, Any] = {}
     referee_ready = False
     pending: list[dict[str, Any]] = []
     phase = "loading and checking"
+    beat_at = 0.0
     while True:
+        if heartbeat is not None and time.monotonic() >= beat_at:
+            heartbeat(phase)
+            beat_at = time.monotonic() + 2.0
         if cancel is not None and cancel.is_set():
             return "timeout", f"cancelled by the caller while {phase}", data
         remaining = deadline - time.monotonic()
@@ -386,6 +394,21 @@ def _orchestrate(children, events, deadline, cancel, timeout_s) -> tuple[str, st
                     children["referee"].send_line(_json(command))
                 else:
                     pending.append(command)
+
+
+def _caller_fingerprint(device: str) -> dict[str, Any]:
+    """Versions known without importing torch; the referee adds the GPU, driver and CPU."""
+    from importlib import metadata
+
+    from kernels.judge.report import JUDGE_VERSION
+
+    info: dict[str, Any] = {"judge": JUDGE_VERSION, "python": sys.version.split()[0], "device": device}
+    for package in ("torch", "triton"):
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info[package] = None
+    return info
 
 
 def _json(value: Any) -> str:

@@ -34,11 +34,14 @@ def test_project_seed_is_accepted_on_cpu(name):
 
 def test_cancel_kills_a_running_judgement():
     cancel = threading.Event()
+    phases: list[str] = []
     timer = threading.Timer(3.0, cancel.set)
     timer.start()
     try:
-        report = judge((CANDIDATES / "hang.py").read_text(), TOY, device="cpu", timeout_s=120, cancel=cancel)
+        report = judge((CANDIDATES / "hang.py").read_text(), TOY, device="cpu", timeout_s=120, cancel=cancel,
+                       heartbeat=phases.append)
     finally:
         timer.cancel()
     assert report.status == "timeout"
     assert "cancelled by the caller" in report.message
+    assert phases and set(phases) == {"loading and checking"}  # heartbeats flowed while it hung
