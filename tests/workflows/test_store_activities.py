@@ -1,5 +1,6 @@
-"""The record and compact activities, run through ActivityEnvironment against a real SQLite
-store and a real local HTTP server that speaks the OpenAI chat API."""
+"""The record and compact activities, run through ActivityEnvironment against real stores
+(SQLite and PostgreSQL, the store's own fixtures) and a real local HTTP server that speaks the
+OpenAI chat API."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.compact import Compactor
 from activities.record import Recorder
-from store.db import dispose_engine, session_scope, upgrade
+from store.db import session_scope
 from store.repository import get_run, list_attempts
 from tests.fakes.openai_server import FakeOpenAIServer, completion_reply, error_reply
 from tests.loop_fixtures import loop_settings
+from tests.store.conftest import database_url, empty_database_url  # noqa: F401  (fixtures)
 from workflows import notebook as nb
 from workflows.types import (
     Budget,
@@ -28,22 +30,14 @@ from workflows.types import (
 )
 
 
-@pytest.fixture
-def store_url(tmp_path):
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade(url)
-    yield url
-    dispose_engine(url)
-
-
 def create_info() -> RunCreateInfo:
     return RunCreateInfo(
         problem="kda", budget=Budget(), proposer=ProposerConfig(), candidates_per_iteration=2, workflow_id="wf-1"
     )
 
 
-async def test_record_run_creates_then_updates_the_run(store_url):
-    recorder = Recorder(store_url)
+async def test_record_run_creates_then_updates_the_run(database_url):
+    recorder = Recorder(database_url)
     env = ActivityEnvironment()
     with pytest.raises(ApplicationError, match="run r1 is not in the store") as missing:
         await env.run(recorder.record_run, RunProgressInput(run_id="r1", status="running"))
@@ -56,14 +50,14 @@ async def test_record_run_creates_then_updates_the_run(store_url):
         RunProgressInput(run_id="r1", status="completed", iteration=7, stop_reason="plateau", create=create_info()),
     )
     assert (first.created, again.created) == (True, False)
-    with session_scope(store_url) as session:
+    with session_scope(database_url) as session:
         run = get_run(session, "r1")
         assert (run.status, run.iteration, run.stop_reason, run.problem) == ("completed", 7, "plateau", "kda")
         assert run.goal["target"] == 3.0 and run.workflow_id == "wf-1"
 
 
-async def test_record_writes_each_attempt_once(store_url):
-    recorder = Recorder(store_url)
+async def test_record_writes_each_attempt_once(database_url):
+    recorder = Recorder(database_url)
     env = ActivityEnvironment()
     await env.run(recorder.record_run, RunProgressInput(run_id="r2", status="running", create=create_info()))
     attempt = RecordInput(
@@ -77,7 +71,7 @@ async def test_record_writes_each_attempt_once(store_url):
     first = await env.run(recorder.record, attempt)
     retried = await env.run(recorder.record, attempt)
     assert first.created and not retried.created and first.attempt_id == retried.attempt_id
-    with session_scope(store_url) as session:
+    with session_scope(database_url) as session:
         attempts, total = list_attempts(session, "r2")
         run = get_run(session, "r2")
         assert total == 1
