@@ -33,3 +33,23 @@ def parse(line: bytes, nonce: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this child when the process (thread) that started it dies.
+
+    The judge's children run in their own session so a timeout can kill their whole group;
+    without this, a hung candidate would outlive a worker that crashed mid-judgement.
+    Called by the trusted start-up code of each child, before any candidate code exists.
+    """
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return

@@ -187,6 +187,7 @@ def fingerprint(torch, device: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    protocol.die_with_parent()
     config = json.loads(sys.stdin.readline())
     fd, nonce = config["report_fd"], config["nonce"]
     try:

@@ -344,6 +344,7 @@ class Sandbox:
 
 
 def main() -> None:
+    protocol.die_with_parent()
     config = json.loads(sys.stdin.readline())
     fd, nonce = config["report_fd"], config["nonce"]
     _limit_resources(config)
