@@ -9,6 +9,7 @@ the worker process's RSS at start and end.
 # No "from __future__ import annotations": the fake activities are defined inside a function,
 # and Temporal reads their (then already evaluated) annotations to decode their arguments.
 import argparse
+from typing import NoReturn
 
 
 def register(subparsers) -> None:
@@ -23,12 +24,14 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=soak_command)
 
 
-def soak_command(args: argparse.Namespace) -> int:
+def soak_command(args: argparse.Namespace) -> NoReturn:
     import asyncio
 
     if args.iterations < 1 or args.candidates < 1 or args.continue_as_new_every < 1:
         raise SystemExit("--iterations, --candidates and --continue-as-new-every must be >= 1")
-    return asyncio.run(soak(args))
+    from marathon.commands.worker import exit_without_teardown
+
+    exit_without_teardown(asyncio.run(soak(args)))
 
 
 def rss_mib() -> float:

@@ -12,6 +12,7 @@ SIGINT/SIGTERM shut the worker down gracefully: running activities get time to f
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 
 def register(subparsers) -> None:
@@ -28,12 +29,27 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=worker_command)
 
 
-def worker_command(args: argparse.Namespace) -> int:
+def worker_command(args: argparse.Namespace) -> NoReturn:
     import asyncio
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(run_worker(args))
+    exit_without_teardown(asyncio.run(run_worker(args)))
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """Exit once everything is flushed, skipping interpreter finalization: the Temporal
+    client's Rust threads can outlive the event loop and abort a finalizing interpreter
+    ("PyGILState_Release: thread state ... must be current", temporalio/sdk-python#300;
+    seen here about one exit in ten)."""
+    import logging
+    import os
+    import sys
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def run_worker(args: argparse.Namespace) -> int:
