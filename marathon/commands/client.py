@@ -122,6 +122,10 @@ def _calling(function):
                 return function(client, args)
         except ApiError as error:
             return fail(str(error))
+        except BrokenPipeError:
+            # The reader went away (`marathon runs | head`): not an error worth a traceback.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
 
     handler.__name__ = function.__name__
     handler.__doc__ = function.__doc__

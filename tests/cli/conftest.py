@@ -1,11 +1,12 @@
-"""One live ``marathon up`` (CPU mode, free ports, a temporary home) shared by the CLI tests."""
+"""One live ``marathon up`` (CPU mode, free ports, a temporary home) per test module. It stops at
+the module's end, so the evaluations its runs left behind do not slow the next module down."""
 
 import pytest
 
 from tests.cli.stack import new_stack
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_stack(tmp_path_factory):
     stack = new_stack(tmp_path_factory.mktemp("marathon-home"))
     stack.start()

@@ -79,6 +79,8 @@ def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
         wait_for(lambda: client.get(f"/runs/{run_id}").json()["status"] == "paused", 300, "the run to pause")
     code, out, _ = cli(capsys, "resume", run_id, *home)
     assert (code, out) == (0, f"run {run_id} asked to resume\n")
+    # Paused again at once, the run stops without finishing another iteration.
+    cli(capsys, "pause", run_id, *home)
     code, out, _ = cli(capsys, "stop", run_id, *home)
     assert (code, out) == (0, f"run {run_id} asked to stop\n")
 
