@@ -576,9 +576,13 @@ class DevStack:
             token_line = f"  API token    {token}\n               (shown once; saved to {token_file}, mode 0600)"
         else:
             token_line = f"  API token    in {token_file} (created on first start)"
+        exposed = []
+        if c.api_host not in ("127.0.0.1", "localhost", "::1"):
+            exposed = [f"  WARNING      the API listens on {c.api_host}, beyond this machine: serve it behind TLS"]
         return "\n".join(
             [
                 f"Marathon is up (home {c.home})",
+                *exposed,
                 f"  API          {c.api_url}   (OpenAPI docs: {c.api_url}/docs)",
                 f"  Temporal UI  {c.ui_url}/namespaces/{c.namespace}/workflows",
                 f"  Temporal     {c.temporal_address}   (state in {c.home / 'temporal.db'})",

@@ -5,6 +5,7 @@ workers pick it up, and no iteration is recorded twice."""
 import signal
 import time
 
+from marathon.cli import main
 from tests.cli.stack import descendants, listening_addresses, new_stack, still_alive, wait_for
 
 ITERATIONS = 2
@@ -14,7 +15,8 @@ def attempts_of(client, run_id):
     return client.get(f"/runs/{run_id}/attempts", params={"limit": 1000}).json()["data"]
 
 
-def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path):
+def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MARATHON_API_TOKEN", raising=False)
     stack = new_stack(tmp_path / "home")
     stack.start()
     try:
@@ -56,8 +58,17 @@ def test_ctrl_c_stops_everything_and_the_next_up_resumes_the_run(tmp_path):
             )
             assert finished["status"] == "completed", finished
             attempts = attempts_of(client, run_id)
+        capsys.readouterr()
+        best_file = tmp_path / "best.py"
+        assert main(["best", run_id, "-o", str(best_file), "--home", str(stack.home)]) == 0
+        out = capsys.readouterr().out
     finally:
         stack.stop(signal.SIGINT)
     keys = [(attempt["iteration"], attempt["index"]) for attempt in attempts]
     assert sorted(keys) == [(iteration, 0) for iteration in range(1, ITERATIONS + 1)]
     assert finished["iteration"] == ITERATIONS
+    assert finished["best_attempt_id"] is not None
+    best = next(attempt for attempt in attempts if attempt["id"] == finished["best_attempt_id"])
+    assert best["status"] == "ok" and best["timing_kind"] == "interpreter"
+    assert f"judge status ok, speedup {best['speedup']:.3g}x (interpreter timing)" in out
+    assert "@triton.jit" in best_file.read_text()
