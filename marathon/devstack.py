@@ -100,6 +100,12 @@ class ChildSpec:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     stop_grace_s: float = 10.0
+    # Only the child that calls the LLM (the CPU worker, through the proposer) sees its key.
+    needs_secrets: bool = False
+
+
+# Variables holding credentials, kept from every child that does not need them.
+SECRET_ENV = ("MARATHON_LLM_API_KEY", "OPENAI_API_KEY")
 
 
 def visible_gpus(mode: str) -> list[str]:
@@ -223,6 +229,9 @@ class Child:
         self.spec = spec
         self.log_path = log_dir / f"{spec.name}.log"
         self.env = {**base_env, **spec.env}
+        if not spec.needs_secrets:
+            for name in SECRET_ENV:
+                self.env.pop(name, None)
         self.process: Optional[subprocess.Popen] = None
         self.started_at = 0.0
         self.restarts = 0
@@ -314,7 +323,7 @@ def api_spec(config: StackConfig) -> ChildSpec:
 
 def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
     marathon = [sys.executable, "-m", "marathon.cli", "worker"]
-    specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S)]
+    specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S, needs_secrets=True)]
     if gpus:
         for gpu in gpus:
             specs.append(
@@ -375,7 +384,9 @@ def ensure_token(config: StackConfig) -> Optional[str]:
         log.warning("the token in %s is not in the store (a new database?): creating a new one", path)
     with session_scope(config.database) as session:
         token = create_token(session, name="local user (marathon up)")
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A fresh file, so it never holds the token with an older, wider mode.
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(token + "\n")
     os.chmod(path, 0o600)

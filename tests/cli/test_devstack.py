@@ -76,3 +76,14 @@ def test_token_file_is_created_private_and_kept(tmp_path):
     assert replaced not in (None, first, "mt_forged")
     assert path.read_text().strip() == replaced
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_only_the_cpu_worker_sees_the_llm_key(tmp_path):
+    config = StackConfig(home=tmp_path, gpus="none")
+    base = {"MARATHON_LLM_API_KEY": "sk-test", "OPENAI_API_KEY": "sk-other", "PATH": "/usr/bin"}
+    specs = [devstack.api_spec(config), *worker_specs(config, [])]
+    envs = {spec.name: Child(spec, tmp_path, base).env for spec in specs}
+    assert envs["worker-cpu"]["MARATHON_LLM_API_KEY"] == "sk-test"
+    for name in ("api", "worker-eval-cpu"):
+        assert "MARATHON_LLM_API_KEY" not in envs[name] and "OPENAI_API_KEY" not in envs[name]
+        assert envs[name]["PATH"] == "/usr/bin"
