@@ -122,6 +122,9 @@ def _calling(function):
                 return function(client, args)
         except ApiError as error:
             return fail(str(error))
+        except KeyboardInterrupt:
+            print("\ninterrupted (a run goes on: `marathon stop ID` stops it)", file=sys.stderr)
+            return 130
         except BrokenPipeError:
             # The reader went away (`marathon runs | head`): not an error worth a traceback.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
