@@ -95,3 +95,16 @@ def test_bad_flags_are_usage_errors(tmp_path):
     result = _up(tmp_path / "home", 9000, 9000, 9001)
     assert result.returncode == 2
     assert "ports must differ" in result.stderr
+
+
+def test_sigterm_stops_every_process_too(tmp_path):
+    from tests.cli.stack import descendants, still_alive
+
+    stack = new_stack(tmp_path / "home")
+    stack.start()
+    processes = descendants(stack.process.pid)
+    assert len(processes) >= 4
+    assert stack.stop(signal.SIGTERM) == 0
+    assert still_alive(processes) == []
+    assert not (stack.home / "stack.json").exists()
+    assert "received SIGTERM: stopping" in (stack.home / "logs" / "up.log").read_text()
