@@ -598,6 +598,7 @@ class DevStack:
                 f"  Temporal UI  {c.ui_url}/namespaces/{c.namespace}/workflows",
                 f"  Temporal     {c.temporal_address}   (state in {c.home / 'temporal.db'})",
                 f"  Run page     {c.api_url}/runs/<run id>/page",
+                f"  Store        {_redact(c.database)}",
                 f"  Workers      {workers}   ({mode})",
                 f"  Logs         {c.log_dir}/",
                 token_line,
