@@ -12,8 +12,6 @@ schemathesis is not in the ``test`` extra yet: the test skips with that reason w
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 import uuid
 
 import pytest
@@ -25,42 +23,12 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings as hypothesis_settings  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 
-from api.main import create_app  # noqa: E402
 from marathon.settings import Settings  # noqa: E402
 from store import repository  # noqa: E402
 from store.db import dispose_engine, session_scope  # noqa: E402
-from tests.cli.stack import free_ports  # noqa: E402
+from tests.reliability.threaded_api import ThreadedApi  # noqa: E402
 
-EXAMPLES_PER_OPERATION = 25
-
-
-class ThreadedApi:
-    """uvicorn in a thread with its own event loop, so synchronous schemathesis calls can reach it."""
-
-    def __init__(self, settings: Settings) -> None:
-        import uvicorn
-
-        self.port = free_ports(1)[0]
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="error", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="fuzzed-api", daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> "ThreadedApi":
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the API did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+EXAMPLES_PER_OPERATION = 15
 
 
 def documents(operation, status: int) -> bool:
