@@ -60,7 +60,7 @@ REFUSED_AUDIT_PREFIXES = (
 ALLOWED_WHILE_LAUNCHING = ("subprocess.", "os.posix_spawn", "os.exec", "os.fork", "exec", "compile", "os.putenv",
                            "os.unsetenv",
                            "import", "os.remove", "os.rename", "shutil.", "object.__setattr__", "mmap.",
-                           "ctypes.", "sys._getframe", "os.chdir")
+                           "ctypes.", "sys._getframe", "os.chdir", "os.rmdir")
 
 
 class PolicyViolation(RuntimeError):
@@ -215,6 +215,21 @@ def _launch_wrapper(original):
     return run
 
 
+def _compiling_wrapper(original):
+    """Autotuning compiles and benchmarks configs (the GPU compiler runs ptxas in a process)
+    before the wrapped JIT launch is reached: treat it as part of launching."""
+
+    def run(self, *args, **kwargs):
+        STATE.launching += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            STATE.launching -= 1
+
+    run.__wrapped__ = original
+    return run
+
+
 def _record_resources(jit_function, kernel) -> None:
     name = getattr(getattr(jit_function, "fn", None), "__name__", "?")
     if name in STATE.kernels or not hasattr(kernel, "metadata"):
@@ -254,6 +269,9 @@ def install(candidate_file: str) -> None:
         interpreter.InterpretedFunction.run = _launch_wrapper(interpreter.InterpretedFunction.run)
     except ImportError:
         pass
+    import triton.runtime.autotuner as autotuner
+
+    autotuner.Autotuner.run = _compiling_wrapper(autotuner.Autotuner.run)
     # The first dispatch mode of a process imports torch._dynamo: do it now, not inside
     # the candidate's first call.
     with _RefuseDispatch():

@@ -38,10 +38,10 @@ import triton.language as tl
 
 # The knobs of the search space (kernels/kda/space.py rewrites this literal).
 CONFIG = {
-    "prep_variant": "blocks",
+    "prep_variant": "flat",
     "chunk": 32,
-    "prep_block_k": 32,
-    "prep_num_warps": 8,
+    "prep_block_k": 16,
+    "prep_num_warps": 2,
     "prep_num_stages": 1,
     "prep_precision": "tf32",
     "inter_dtype": "input",

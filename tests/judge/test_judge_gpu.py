@@ -33,9 +33,15 @@ def test_honest_candidate_on_gpu_has_gpu_timings_roofline_and_resources():
 
 
 def test_side_stream_work_is_seen_by_the_wall_clock():
+    # Either the events miss the side stream and the wall clock flags it, or the events see
+    # the work (on the H200, 2026-11-30, the side stream was ordered with the timed one and
+    # the candidate measured 0.087x): in no case may the hidden work turn into a win.
     report = _judge("side_stream_busy", static_policy=False)
-    assert report.status == "suspicious", report.message
-    assert "outside the timed stream" in report.message
+    if report.status == "suspicious":
+        assert "outside the timed stream" in report.message
+    else:
+        assert report.status == "ok", report.message
+        assert report.speedup is not None and report.speedup < 1.0, report.speedup
 
 
 def test_event_timer_patch_is_refused_on_gpu():
