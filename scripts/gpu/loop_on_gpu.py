@@ -1,0 +1,72 @@
+"""The whole optimization loop on one GPU machine: the Temporal dev server, the CPU worker
+(workflow, search proposer, compaction, record) and one GPU evaluation worker on the queue of
+this GPU's architecture, all real; a short run of a problem, then its attempts from the store.
+
+Usage: python3 scripts/gpu/loop_on_gpu.py [PROBLEM] [ITERATIONS] [CANDIDATES]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+async def main(problem: str, iterations: int, candidates: int) -> int:
+    from marathon.settings import Settings
+    from marathon.temporal_server import DevServer
+    from marathon.workers import build_cpu_worker, build_gpu_worker, gpu_task_queue
+    from store import db, repository
+    from workflows.optimize import OptimizeKernelWorkflow
+    from workflows.types import Budget, Goal, OptimizeInput
+
+    home = Path(tempfile.mkdtemp(prefix="marathon-gpu-loop-"))
+    settings = Settings(_env_file=None, home=home)
+    url = settings.resolved_database_url
+    db.upgrade(url)
+    with DevServer(db_path=home / "temporal.db", log_path=home / "temporal.log") as server:
+        client = await server.connect()
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        queue = gpu_task_queue(settings, device)
+        async with build_cpu_worker(client, settings, database_url=url), build_gpu_worker(
+            client, settings, device, database_url=url
+        ):
+            run_id = f"gpu-{problem}-{int(time.time())}"
+            started = time.perf_counter()
+            result = await client.execute_workflow(
+                OptimizeKernelWorkflow.run,
+                OptimizeInput(
+                    run_id=run_id,
+                    problem=problem,
+                    goal=Goal(target=2.0),
+                    budget=Budget(iterations=iterations, hours=1.0),
+                    candidates_per_iteration=candidates,
+                    evaluate_task_queue=queue,
+                ),
+                id=run_id,
+                task_queue=settings.cpu_task_queue,
+            )
+            wall = time.perf_counter() - started
+    print(f"run {run_id} on {queue}: {result.status} ({result.stop_reason}), {result.iterations} iterations, {wall:.0f} s")
+    if result.best:
+        print(f"best: iteration {result.best.iteration} candidate {result.best.index} {result.best.strategy} "
+              f"{result.best.speedup:.3f}x ({result.best.timing_kind})")
+    with db.session_scope(url) as session:
+        attempts, count = repository.list_attempts(session, run_id, limit=100)
+        print(f"{count} attempts recorded")
+        for a in attempts:
+            speed = f"{a.speedup:.3f}x" if a.speedup else "-"
+            print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} {a.gpu_seconds:6.1f}s  {a.strategy}")
+    return 0
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    sys.exit(asyncio.run(main(args[0] if args else "mla-decode", int(args[1]) if len(args) > 1 else 1,
+                              int(args[2]) if len(args) > 2 else 2)))
