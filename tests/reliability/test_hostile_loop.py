@@ -32,8 +32,9 @@ from workflows.types import Budget, Goal, OptimizeInput, ProposerConfig
 TOY = "tests.judge.toy:PROBLEM"
 LLM_KEY = "sk-reliability-llm-3f9a1c7e5d2b4a6f"
 AWS_SECRET = "aws-reliability-9b8c7d6e5f4a3b2c1d0e"
-# A hang costs this much; the honest toy kernel needs about 7 s on an idle 2-core box.
-EVALUATE_TIMEOUT_S = 30.0
+# A hang costs this much; the honest toy kernel needs about 7 s on an idle 2-core box, and
+# several times that on a loaded one.
+EVALUATE_TIMEOUT_S = 40.0
 # A flood may be accepted (printing is no crime) but what is kept of it is bounded.
 CONTAINED = {"timeout", "crashed", "runtime_error", "forbidden", "compile_error", "incorrect", "suspicious"}
 MAY_PASS = {"print_flood"}
