@@ -7,13 +7,12 @@ torch and triton and defines ``kernel(q, k, v, g, beta, scale)``.
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 from typing import Any
 
+from kernels.config_source import read_config, write_config
+
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
-_CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "prep_variant": ("blocks", "flat"),
@@ -38,14 +37,7 @@ BLOCKS_TILE_LIMIT = 64 * 32
 _D = 128
 
 
-def _source_config(source: str) -> dict[str, Any]:
-    match = _CONFIG_PATTERN.search(source)
-    if not match:
-        raise ValueError("chunk.py has no 'CONFIG = {...}' literal at the start of a line")
-    return ast.literal_eval(match.group(0).split("=", 1)[1].strip())
-
-
-DEFAULT: dict[str, Any] = _source_config(_CHUNK_PATH.read_text())
+DEFAULT: dict[str, Any] = read_config(_CHUNK_PATH.read_text(), "chunk.py")
 
 
 def scan_shared_memory_estimate(point: dict[str, Any]) -> int:
@@ -102,17 +94,9 @@ def describe(point: dict[str, Any]) -> str:
     )
 
 
-def _config_literal(point: dict[str, Any]) -> str:
-    lines = [f"    {key!r}: {point[key]!r}," for key in SPACE]
-    return "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
-
-
 def render(point: dict[str, Any]) -> str:
     """Source of ``chunk.py`` with ``CONFIG`` set to ``point``; raises ValueError if invalid."""
     problems = validate(point)
     if problems:
         raise ValueError(f"invalid kda point: {'; '.join(problems)}")
-    source = _CHUNK_PATH.read_text()
-    if not _CONFIG_PATTERN.search(source):
-        raise ValueError("chunk.py has no 'CONFIG = {...}' literal at the start of a line")
-    return _CONFIG_PATTERN.sub(lambda _: _config_literal(point), source, count=1)
+    return write_config(_CHUNK_PATH.read_text(), "chunk.py", point, SPACE)

@@ -7,13 +7,12 @@ torch, triton and math, and defines ``kernel(q, kv, scale)``.
 
 from __future__ import annotations
 
-import ast
-import re
 from pathlib import Path
 from typing import Any
 
+from kernels.config_source import read_config, write_config
+
 _DECODE_PATH = Path(__file__).with_name("decode.py")
-_CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
 
 SPACE: dict[str, tuple[Any, ...]] = {
     "block_n": (16, 32, 64, 128),
@@ -36,14 +35,7 @@ ACCUMULATOR_REGISTERS_LIMIT = 128
 _D_QK, _D_LATENT, _ELEMENT = 576, 512, 2
 
 
-def _source_config(source: str) -> dict[str, Any]:
-    match = _CONFIG_PATTERN.search(source)
-    if not match:
-        raise ValueError("decode.py has no 'CONFIG = {...}' literal at the start of a line")
-    return ast.literal_eval(match.group(0).split("=", 1)[1].strip())
-
-
-DEFAULT: dict[str, Any] = _source_config(_DECODE_PATH.read_text())
+DEFAULT: dict[str, Any] = read_config(_DECODE_PATH.read_text(), "decode.py")
 
 
 def shared_memory_estimate(point: dict[str, Any]) -> int:
@@ -96,15 +88,9 @@ def describe(point: dict[str, Any]) -> str:
     )
 
 
-def _config_literal(point: dict[str, Any]) -> str:
-    lines = [f"    {name!r}: {point[name]!r},".replace("'", '"') for name in SPACE]
-    return "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
-
-
 def render(point: dict[str, Any]) -> str:
     """decode.py with CONFIG set to ``point``; raises ValueError for an invalid point."""
     problems = validate(point)
     if problems:
         raise ValueError("invalid mla-decode point: " + "; ".join(problems))
-    source = _DECODE_PATH.read_text()
-    return _CONFIG_PATTERN.sub(lambda _: _config_literal(point), source, count=1)
+    return write_config(_DECODE_PATH.read_text(), "decode.py", point, SPACE)

@@ -1,0 +1,30 @@
+"""The ``CONFIG = {...}`` literal that a kernel module keeps its knobs in.
+
+A problem's search space reads the default knobs from that literal and renders a candidate by
+rewriting it, so a candidate is the kernel module itself with other knobs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterable
+
+CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
+
+
+def read_config(source: str, filename: str) -> dict[str, Any]:
+    """The knobs of the ``CONFIG`` literal in ``source`` (the text of ``filename``)."""
+    match = CONFIG_PATTERN.search(source)
+    if not match:
+        raise ValueError(f"{filename} has no 'CONFIG = {{...}}' literal at the start of a line")
+    return ast.literal_eval(match.group(0).split("=", 1)[1].strip())
+
+
+def write_config(source: str, filename: str, point: dict[str, Any], knobs: Iterable[str]) -> str:
+    """``source`` with its ``CONFIG`` literal replaced by ``point`` (keys in ``knobs`` order)."""
+    if not CONFIG_PATTERN.search(source):
+        raise ValueError(f"{filename} has no 'CONFIG = {{...}}' literal at the start of a line")
+    lines = [f"    {name!r}: {point[name]!r},".replace("'", '"') for name in knobs]
+    literal = "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
+    return CONFIG_PATTERN.sub(lambda _: literal, source, count=1)
