@@ -17,6 +17,16 @@ from typing import Any, Callable
 
 Shape = tuple[int, ...]
 
+ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def dtype_name(dtype: Any) -> str:
+    """``"bfloat16"`` for ``torch.bfloat16`` or ``"bfloat16"``; raises for dtypes problems do not take."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in ELEMENT_BYTES:
+        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(ELEMENT_BYTES)}")
+    return name
+
 
 def load_object(path: str) -> Any:
     """Import ``"package.module:attribute"`` and return the attribute."""

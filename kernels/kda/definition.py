@@ -19,20 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.problem import CausalAxis, Problem, Shape
+from kernels.problem import ELEMENT_BYTES as _ELEMENT_BYTES, CausalAxis, Problem, Shape, dtype_name as _dtype_name
 
 GATE_LOWER_BOUND = -5.0
 # The chunk length C of the paper's FLOP count (Kimi Linear report, section 6.3).
 FLOP_CHUNK = 64
 
-_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-
-def _dtype_name(dtype: Any) -> str:
-    name = str(dtype).removeprefix("torch.")
-    if name not in _ELEMENT_BYTES:
-        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(_ELEMENT_BYTES)}")
-    return name
 
 
 def _check_shape(shape: Shape) -> tuple[int, int, int, int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernels.problem import Problem, Shape
+from kernels.problem import ELEMENT_BYTES as _ELEMENT_BYTES, Problem, Shape, dtype_name as _dtype_name
 
 D_LATENT = 512
 D_ROPE = 64
@@ -30,14 +30,6 @@ SOFTMAX_SCALE = 1.0 / math.sqrt(192.0)
 LOGIT_STD = 1.5
 TOKEN_GAIN_LOG_STD = 0.25
 
-_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-
-def _dtype_name(dtype: Any) -> str:
-    name = str(dtype).removeprefix("torch.")
-    if name not in _ELEMENT_BYTES:
-        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(_ELEMENT_BYTES)}")
-    return name
 
 
 def _check_shape(shape: Shape) -> tuple[int, int, int]:
