@@ -20,7 +20,10 @@ FAKE_SECRET = "sk-judge-fake-123"
 class Case:
     name: str
     status: str
-    says: str  # a fragment the message must contain (case-insensitive)
+    # Fragments the message must contain (case-insensitive); "a|b" accepts either. The
+    # allocator decides whether stale memory still holds the poison or an old result, so a
+    # few exploits are caught by one of two checks, both correct.
+    says: str
     static: bool = False
     timeout_s: float = 240.0
     reps: int = 1
@@ -36,7 +39,7 @@ RUNTIME_CASES = (
     Case("honest_heuristics", "ok", "accepted", static=True),
     Case("honest_reused_buffer", "ok", "accepted", static=True, reps=4),
     Case("empty_output", "incorrect", "seed #0"),
-    Case("stale_output", "incorrect", "tolerance"),
+    Case("stale_output", "incorrect", "tolerance|NaN/Inf"),
     Case("cached_output", "incorrect", "does not depend on the inputs"),
     Case("cached_by_address", "incorrect", "cached by address"),
     Case("constant_output", "incorrect", "does not depend on the inputs"),
