@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         EvaluateInput,
         EvaluateResult,
         Goal,
+        Notebook,
         OptimizeInput,
         OptimizeResult,
         ProposeInput,
@@ -180,6 +181,11 @@ class OptimizeKernelWorkflow:
             message=state.pause_reason,
             hints=len(state.notebook.hints),
         )
+
+    @workflow.query
+    def notebook(self) -> Notebook:
+        """The run's notebook as it stands (lessons, hints, failed strategies): the run page shows it."""
+        return self._state.notebook
 
     # ---- the loop -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "combine_block_dv": (64, 128, 256, 512),
     "combine_block_s": (8, 16, 32, 64),
     "combine_num_warps": (1, 2, 4, 8),
+    "fused": (False, True),
 }
 
 # Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the
@@ -85,6 +86,7 @@ def describe(point: dict[str, Any]) -> str:
         f">= {point['min_split_tokens']} tokens each, a split costs {point['split_overhead_tokens']} tokens, "
         f"{point['partial_dtype']} partials; "
         f"combine dv={point['combine_block_dv']} s={point['combine_block_s']} warps={point['combine_num_warps']}"
+        f"{' in the same launch behind a grid barrier' if point['fused'] else ' in a second launch'}"
     )
 
 

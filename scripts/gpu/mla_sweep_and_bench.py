@@ -28,16 +28,21 @@ from kernels.mla.reference import reference
 from kernels.timing import L2Flusher, time_graph_replay, time_interleaved
 
 D = space.DEFAULT
+F = {**D, "fused": True}
 POINTS = {
-    "default": D,
-    "bf16part": {**D, "partial_dtype": "bfloat16"},
-    "w16": {**D, "num_warps": 16},
-    "bn32st3": {**D, "block_n": 32, "num_stages": 3},
-    "bn16st4": {**D, "block_n": 16, "num_stages": 4},
-    "fewer-splits": {**D, "min_split_tokens": 256, "split_overhead_tokens": 256},
-    "bh32w4": {**D, "block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 3},
-    "bh16w4": {**D, "block_h": 16, "num_warps": 4, "block_n": 32, "num_stages": 2, "sm_count": 264},
+    "two-kernel": {**D, "fused": False},
+    "two-kernel-bf16": {**D, "fused": False, "partial_dtype": "bfloat16"},
+    "fused": F,
+    "fused-bf16": {**F, "partial_dtype": "bfloat16"},
+    "fused-bh32": {**F, "block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 3},
+    "fused-bh32-bf16": {**F, "block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 3,
+                        "partial_dtype": "bfloat16"},
+    "fused-split128": {**F, "min_split_tokens": 128},
+    "fused-dv64": {**F, "combine_block_dv": 64},
 }
+# scripts/gpu/mla_launch_check.py writes "0" here when the fused kernel failed its checks.
+if os.environ.get("FUSED_OK_FILE") and open(os.environ["FUSED_OK_FILE"]).read().strip() != "1":
+    POINTS = {name: point for name, point in POINTS.items() if not point["fused"]}
 
 
 def load_point(name, point, folder):
@@ -53,7 +58,7 @@ def load_point(name, point, folder):
 def resources(module):
     """Registers, spills and shared memory of each compiled variant of the module's kernels."""
     found = {}
-    for name in ("_mla_split_kernel", "_mla_combine_kernel"):
+    for name in ("_mla_split_kernel", "_mla_combine_kernel", "_mla_fused_kernel"):
         try:
             for caches in getattr(module, name).device_caches.values():
                 for part in caches if isinstance(caches, tuple) else (caches,):

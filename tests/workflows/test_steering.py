@@ -67,6 +67,8 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
         await wait_until(lambda: len(fake.proposals) >= 2)
         second = fake.proposals[1]
         assert "try BT=128 with 8 warps" in second.notebook.hints
+        notebook = await handle.query(OptimizeKernelWorkflow.notebook)
+        assert "try BT=128 with 8 warps" in notebook.hints  # what the run page shows
         assert second.goal.target == 3.0 and second.goal.intent == "beat FLA"
 
         await handle.signal(OptimizeKernelWorkflow.stop)
