@@ -65,7 +65,7 @@ async def heartbeating() -> AsyncIterator[None]:
     async def beat() -> None:
         while True:
             activity.heartbeat()
-            await asyncio.sleep(max(0.1, timeout.total_seconds() / 2))
+            await asyncio.sleep(max(0.1, timeout.total_seconds() / 4))
 
     task = asyncio.create_task(beat())
     try:
@@ -168,15 +168,17 @@ class ProposeActivities:
             raise ApplicationError("bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True)
         from kernels.registry import get_problem
 
-        try:
-            problem = get_problem(request.problem)
-        except (ValueError, ImportError, AttributeError) as error:
-            raise ApplicationError(str(error), type="BadProposeInput", non_retryable=True) from None
-        context = await self._context(request, problem)
-        proposer = make_proposer(request.proposer.kind, self._settings())
+        # Heartbeat from the start: the first call imports torch and the problem, which on a
+        # loaded box can take a good part of the short heartbeat timeout (workflows/optimize.py).
         async with heartbeating():
+            try:
+                problem = await asyncio.to_thread(get_problem, request.problem)
+            except (ValueError, ImportError, AttributeError) as error:
+                raise ApplicationError(str(error), type="BadProposeInput", non_retryable=True) from None
+            context = await self._context(request, problem)
+            proposer = make_proposer(request.proposer.kind, self._settings())
             batch = await proposer.propose(context)
-        candidates = await asyncio.to_thread(self._store, batch)
+            candidates = await asyncio.to_thread(self._store, batch)
         activity.logger.info(
             "%s proposer: %d candidates for iteration %d of %s (%d tokens)%s",
             request.proposer.kind,

@@ -49,14 +49,17 @@ with workflow.unsafe.imports_passed_through():
 BAD_INPUT_ERRORS = ["BadInput", "BadProposeInput", "MissingArtifact", "ValueError", "KeyError", "TypeError"]
 
 PROPOSE_TIMEOUT = timedelta(minutes=15)
-PROPOSE_HEARTBEAT = timedelta(minutes=2)
+# How long a dead worker holds up a run: Temporal hands the step to another worker once this
+# much time passes without a heartbeat. Both activities heartbeat every few seconds from
+# their event loop while the work runs in threads or subprocesses.
+PROPOSE_HEARTBEAT = timedelta(seconds=20)
 PROPOSE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     maximum_interval=timedelta(minutes=2),
     maximum_attempts=6,
     non_retryable_error_types=BAD_INPUT_ERRORS,
 )
-EVALUATE_HEARTBEAT = timedelta(seconds=60)
+EVALUATE_HEARTBEAT = timedelta(seconds=20)
 EVALUATE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=5),
     maximum_interval=timedelta(minutes=1),

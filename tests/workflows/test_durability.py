@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from temporalio import activity
 
 from activities.record import Recorder
@@ -74,7 +76,10 @@ async def test_a_new_worker_resumes_the_run_of_a_stopped_one(temporal_client, tm
         dispose_engine(url)
 
 
-async def test_the_run_survives_a_temporal_server_restart(tmp_path):
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+async def test_the_run_survives_a_temporal_server_restart(tmp_path, how):
+    """The dev server stopped (SIGTERM) or killed (SIGKILL: no chance to flush) while an
+    iteration is in flight, then started again on the same SQLite file."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     upgrade(url)
     db = tmp_path / "temporal.db"
@@ -92,7 +97,11 @@ async def test_the_run_survives_a_temporal_server_restart(tmp_path):
                 task_queue=queue,
             )
             await fake.held.wait()
-            server.stop()
+            if how == "sigkill":
+                server.process.kill()
+                server.process.wait()
+            else:
+                server.stop()
             server = DevServer(db_path=db, port=server.port, log_path=tmp_path / "temporal.log").start()
             await server.connect()
             fake.gate.set()
