@@ -5,13 +5,13 @@ restart) and tests/cli/test_up_resume.py (Ctrl-C of ``marathon up``) do not cove
 - the CPU worker is SIGKILLed during a proposal (a worker process of its own);
 - the API is stopped mid-run and a new one started on the same store.
 
-In each the run completes, each (iteration, index) is in the store exactly once, the killed
-step was done again rather than lost, and the best kernel is the one of an undisturbed run
-with the same inputs. The evaluator is the deterministic ``crash_scoring.score`` (a real judge's
+In each the run completes, each (iteration, index) is in the store and in the workflow's
+notebook exactly once, the killed step was done again rather than lost, and the best kernel is
+the one of an undisturbed run with the same inputs. The evaluator is the deterministic ``crash_scoring.score`` (a real judge's
 interpreter timings differ from run to run, so "the same best" would not be a fair test).
 
-The kills cost the workflow's heartbeat timeouts (60 s for an evaluation, 2 min for a
-proposal) before Temporal hands the step to another worker: those two tests are ``slow``.
+The kills cost the workflow's heartbeat timeouts (20 s for an evaluation and for a proposal)
+before Temporal hands the step to another worker: those two tests are ``slow``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ GOAL = Goal(target=50.0)
 
 def expected_keys() -> list[tuple[int, int]]:
     return [(i, j) for i in range(1, ITERATIONS + 1) for j in range(CANDIDATES)]
+
+
+async def notebook_keys(handle) -> list[tuple[int, int]]:
+    """(iteration, index) of every notebook entry, sorted: a duplicate or a gap shows."""
+    notebook = await handle.query(OptimizeKernelWorkflow.notebook)
+    assert notebook.compactions == 0, "this short run must keep every entry in full"
+    return sorted((entry.iteration, entry.index) for entry in notebook.entries)
 
 
 def stored(url: str, run_id: str) -> list[tuple[int, int, str, float | None, bool]]:
@@ -132,6 +139,7 @@ async def test_killing_the_evaluation_worker_mid_evaluation_loses_nothing(tempor
             )
             async with worker:
                 result = await asyncio.wait_for(handle.result(), timeout=300)
+            noted = await notebook_keys(handle)
         rows = stored(url, run_id)
     finally:
         if victim.poll() is None:
@@ -139,6 +147,7 @@ async def test_killing_the_evaluation_worker_mid_evaluation_loses_nothing(tempor
         dispose_engine(url)
     assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
     assert [(r[0], r[1]) for r in rows] == expected_keys()
+    assert noted == expected_keys()
     assert any(e.iteration == 2 for e in replacement.evaluations), "the killed evaluation was not done again"
     assert best_of(rows) == calm
 
@@ -183,6 +192,7 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
             replacement = FakeLoop(score=score)
             async with loop_workers(temporal_client, replacement, task_queue=queue, evaluate_queue=None, recorder=Recorder(url)):
                 result = await asyncio.wait_for(handle.result(), timeout=400)
+                noted = await notebook_keys(handle)
         rows = stored(url, run_id)
     finally:
         if victim.poll() is None:
@@ -190,6 +200,7 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
         dispose_engine(url)
     assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
     assert [(r[0], r[1]) for r in rows] == expected_keys()
+    assert noted == expected_keys()
     assert 3 in {p.iteration for p in replacement.proposals}, "the killed proposal was not made again"
     assert best_of(rows) == calm
 
@@ -230,6 +241,7 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
                         assert time.monotonic() < deadline, run
                         await asyncio.sleep(0.5)
                     attempts = (await http.get(f"/runs/{run_id}/attempts", params={"limit": 1000})).json()["data"]
+                noted = await notebook_keys(temporal_client.get_workflow_handle(run_id))
             finally:
                 await asyncio.to_thread(second.__exit__, None, None, None)
         rows = stored(url, run_id)
@@ -240,6 +252,7 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
     assert run["status"] == "completed" and run["iteration"] == ITERATIONS, run
     assert sorted((a["iteration"], a["index"]) for a in attempts) == expected_keys()
     assert [(r[0], r[1]) for r in rows] == expected_keys()
+    assert noted == expected_keys()
     assert best_of(rows) == calm
     best = next(a for a in attempts if a["id"] == run["best_attempt_id"])
     assert (best["iteration"], best["index"]) == calm[:2]
