@@ -76,6 +76,7 @@ def main(out_dir):
 
     shape = PROBLEM.shapes["bench"][0]
     sets = [PROBLEM.make_inputs(shape, s, "cuda", "bfloat16") for s in (11, 12)]
+    fused.kernel(**sets[0])  # creates this shape's workspaces first: no cache clear in the loop
     sync = fused._workspace((2,), torch.int32, sets[0]["q"].device, zeroed=True)
     torch.cuda.synchronize()
     before = sync.tolist()

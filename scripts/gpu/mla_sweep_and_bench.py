@@ -41,7 +41,9 @@ POINTS = {
     "fused-dv64": {**F, "combine_block_dv": 64},
 }
 # scripts/gpu/mla_launch_check.py writes "0" here when the fused kernel failed its checks.
-if os.environ.get("FUSED_OK_FILE") and open(os.environ["FUSED_OK_FILE"]).read().strip() != "1":
+# A missing file (the check crashed or timed out) counts as a failure too.
+_FUSED_OK = os.environ.get("FUSED_OK_FILE")
+if _FUSED_OK and not (os.path.exists(_FUSED_OK) and open(_FUSED_OK).read().strip() == "1"):
     POINTS = {name: point for name, point in POINTS.items() if not point["fused"]}
 
 
