@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api import errors
 from api.limits import BodySizeLimit
-from api.routes import health, pages, problems, runs
+from api.routes import docs, health, pages, problems, runs
 from api.temporal import ClientFactory, TemporalGateway
 from marathon.settings import Settings, get_settings
 from store.db import upgrade
@@ -41,6 +41,8 @@ def create_app(
         summary="Optimize GPU kernels over long horizons, durably (Temporal underneath).",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by api/routes/docs.py without a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.temporal = TemporalGateway(settings, temporal_client_factory)
@@ -51,4 +53,5 @@ def create_app(
     app.include_router(problems.router)
     app.include_router(runs.router)
     app.include_router(pages.router)
+    docs.install(app)
     return app
