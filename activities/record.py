@@ -104,5 +104,6 @@ class Recorder:
                 best_speedup=input.best_speedup,
                 stop_reason=input.stop_reason,
                 goal=input.goal,
+                budget_used=input.budget_used,
             )
         return RunProgressResult(created=created)

@@ -56,6 +56,7 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         best_attempt_id=run.best_attempt_id,
         distance=goal.distance(run.best_speedup) if goal.objective == "speedup" else 1.0,
         stop_reason=run.stop_reason,
+        budget_used=run.budget_used or {},
         created_at=_aware(run.created_at),
         updated_at=_aware(run.updated_at),
         run_page_url=run_page_url(settings, run.id),

@@ -33,6 +33,8 @@ class Run(Base):
     best_speedup: Mapped[Optional[float]] = mapped_column(Float)
     best_attempt_id: Mapped[Optional[int]] = mapped_column(Integer)
     stop_reason: Mapped[str] = mapped_column(Text, default="")
+    # What the run has used (iterations, hours, gpu_seconds, tokens), as of its last record.
+    budget_used: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
     workflow_id: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -112,6 +112,7 @@ def update_run(
     best_attempt_id: Optional[int] = None,
     stop_reason: Optional[str] = None,
     goal: Any = None,
+    budget_used: Optional[dict[str, float]] = None,
 ) -> Run:
     """Set the given fields (None leaves a field as it is); an unknown run raises KeyError."""
     run = session.get(Run, run_id)
@@ -129,6 +130,8 @@ def update_run(
         run.stop_reason = stop_reason
     if goal is not None:
         run.goal = _as_dict(goal)
+    if budget_used is not None:
+        run.budget_used = dict(budget_used)
     run.updated_at = utcnow()
     session.flush()
     return run

@@ -504,6 +504,7 @@ class OptimizeKernelWorkflow:
                 stop_reason=stop_reason if stop_reason is not None else state.pause_reason,
                 goal=inp.goal,
                 create=create_info,
+                budget_used=nb.budget_used(state, nb.hours_since(state.started_at, workflow.now())),
             ),
             result_type=RunProgressResult,
             task_queue=workflow.info().task_queue,

@@ -252,6 +252,9 @@ class RunProgressInput:
     stop_reason: Optional[str] = None
     goal: Optional[Goal] = None
     create: Optional["RunCreateInfo"] = None
+    # iterations, hours, gpu_seconds, tokens so far: kept in the store so a finished run
+    # still says what it used when no workflow is there to ask.
+    budget_used: Optional[dict[str, float]] = None
 
 
 @dataclass

@@ -94,6 +94,9 @@ async def test_a_run_through_the_api_completes_and_reads_back(bare_api):
         assert run["status"] == "completed" and run["stop_reason"] == "budget_iterations"
         assert run["iteration"] == 3
         assert run["best_speedup"] == scripted_speedup(3, 1)
+        # The run is over, so no query answers: what it used comes from the store.
+        assert run["live"] is False and run["budget_used"]["iterations"] == 3
+        assert run["budget_used"]["hours"] > 0 and run["budget_used"]["gpu_seconds"] >= 0
 
         attempts = (await api.http.get(f"/runs/{run_id}/attempts", params={"limit": 100})).json()
         assert attempts["count"] == 6

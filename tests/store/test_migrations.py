@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from store import repository
 from store.db import make_engine, session_scope, upgrade
@@ -35,3 +35,20 @@ def test_upgrade_twice_is_a_no_op(empty_database_url):
     upgrade(empty_database_url)
     with session_scope(empty_database_url) as session:
         assert session.query(ApiToken).count() == 1
+
+
+def test_a_database_of_the_first_schema_upgrades_with_its_runs(empty_database_url):
+    # A store written by the first release (revision 0001) keeps its runs; the new column is empty.
+    upgrade(empty_database_url, revision="0001")
+    engine = make_engine(empty_database_url)
+    assert "budget_used" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO runs (id, problem, status, goal, budget, proposer, candidates_per_iteration, iteration,"
+            " stop_reason, workflow_id, created_at, updated_at) VALUES ('old-run', 'kda', 'completed', '{}', '{}',"
+            " '{}', 2, 5, 'plateau', 'old-run', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+        ))
+    upgrade(empty_database_url)
+    with session_scope(empty_database_url) as session:
+        run = repository.get_run(session, "old-run")
+        assert (run.iteration, run.stop_reason, run.budget_used) == (5, "plateau", None)

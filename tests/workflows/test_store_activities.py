@@ -47,13 +47,15 @@ async def test_record_run_creates_then_updates_the_run(database_url):
     )
     again = await env.run(
         recorder.record_run,
-        RunProgressInput(run_id="r1", status="completed", iteration=7, stop_reason="plateau", create=create_info()),
+        RunProgressInput(run_id="r1", status="completed", iteration=7, stop_reason="plateau", create=create_info(),
+                         budget_used={"iterations": 7.0, "hours": 0.25, "gpu_seconds": 12.5, "tokens": 0.0}),
     )
     assert (first.created, again.created) == (True, False)
     with session_scope(database_url) as session:
         run = get_run(session, "r1")
         assert (run.status, run.iteration, run.stop_reason, run.problem) == ("completed", 7, "plateau", "kda")
         assert run.goal["target"] == 3.0 and run.workflow_id == "wf-1"
+        assert run.budget_used == {"iterations": 7.0, "hours": 0.25, "gpu_seconds": 12.5, "tokens": 0.0}
 
 
 async def test_record_writes_each_attempt_once(database_url):
