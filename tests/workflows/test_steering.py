@@ -60,6 +60,9 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
         fake.gate.set()  # iteration 1 finishes, then the run holds
         paused = await wait_for_status(handle, lambda s: s.status == "paused")
         assert paused.iteration == 1 and paused.message == "paused by user"
+        # The distance is to the goal set mid-run (3.0), from the best so far (the fake scores 1.0).
+        assert paused.best_speedup == 1.0
+        assert paused.distance == pytest.approx((3.0 * (1 - paused.goal.tolerance) - 1.0) / 3.0)
         await asyncio.sleep(0.5)
         assert len(fake.proposals) == 1, "a paused run must not propose"
 
@@ -81,6 +84,27 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
     statuses = [row.status for row in fake.run_rows]
     assert "paused" in statuses and statuses[-1] == "stopped"
     assert fake.run_rows[-1].goal.target == 3.0
+
+
+async def test_a_hint_sent_with_the_start_reaches_the_first_proposal(temporal_client):
+    # Signal-with-start: the signal is delivered before the run's first line (@workflow.init
+    # built the state), so the very first proposal already carries it.
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    fake = FakeLoop()
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    async with loop_workers(temporal_client, fake, task_queue=queue, evaluate_queue=evaluate_queue):
+        handle = await temporal_client.start_workflow(
+            OptimizeKernelWorkflow.run,
+            loop_input(run_id, evaluate_queue, budget=Budget(iterations=1), goal=Goal(target=5.0)),
+            id=run_id,
+            task_queue=queue,
+            start_signal="add_hint",
+            start_signal_args=["start from 8 warps"],
+        )
+        result = await handle.result()
+    assert result.iterations == 1
+    assert fake.proposals[0].iteration == 1
+    assert "start from 8 warps" in fake.proposals[0].notebook.hints
 
 
 async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_client):
