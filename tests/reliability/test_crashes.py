@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -71,24 +72,39 @@ def best_of(rows) -> tuple[int, int, float | None]:
     return best[0]
 
 
-async def undisturbed_best(client, tmp_path: Path) -> tuple[int, int, float | None]:
-    """The same run with nothing killed."""
+async def used_gpu_seconds(handle) -> float:
+    """The run's GPU-seconds as the workflow counted them: the fake evaluator reports 1.0 per
+    evaluation, so a lost or double-counted evaluation changes this number."""
+    return (await handle.query(OptimizeKernelWorkflow.status)).budget_used["gpu_seconds"]
+
+
+@dataclass
+class Calm:
+    best: tuple[int, int, float | None]
+    gpu_seconds: float
+
+
+async def undisturbed_best(client, tmp_path: Path) -> Calm:
+    """The same run with nothing killed: its best and the evaluations it counted."""
     url = f"sqlite:///{tmp_path / 'undisturbed.db'}"
     upgrade(url)
     queue, evaluate_queue = unique_queue("calm"), unique_queue("calm-eval")
     run_id = f"calm-{uuid.uuid4().hex[:8]}"
     try:
         async with loop_workers(client, FakeLoop(score=score), task_queue=queue, evaluate_queue=evaluate_queue, recorder=Recorder(url)):
-            await client.execute_workflow(
+            handle = await client.start_workflow(
                 OptimizeKernelWorkflow.run,
                 loop_input(run_id, evaluate_queue, budget=Budget(iterations=ITERATIONS), goal=GOAL, candidates_per_iteration=CANDIDATES),
                 id=run_id, task_queue=queue,
             )
+            await handle.result()
+            gpu_seconds = await used_gpu_seconds(handle)
         rows = stored(url, run_id)
     finally:
         dispose_engine(url)
     assert [(r[0], r[1]) for r in rows] == expected_keys()
-    return best_of(rows)
+    assert gpu_seconds >= len(expected_keys())  # every evaluation, plus the confirmations
+    return Calm(best=best_of(rows), gpu_seconds=gpu_seconds)
 
 
 def start_worker(role: str, address: str, queue: str, held: Path, hold_iteration: int, database: str | None = None):
@@ -140,6 +156,7 @@ async def test_killing_the_evaluation_worker_mid_evaluation_loses_nothing(tempor
             async with worker:
                 result = await asyncio.wait_for(handle.result(), timeout=300)
             noted = await notebook_keys(handle)
+            used = await used_gpu_seconds(handle)
         rows = stored(url, run_id)
     finally:
         if victim.poll() is None:
@@ -149,7 +166,8 @@ async def test_killing_the_evaluation_worker_mid_evaluation_loses_nothing(tempor
     assert [(r[0], r[1]) for r in rows] == expected_keys()
     assert noted == expected_keys()
     assert any(e.iteration == 2 for e in replacement.evaluations), "the killed evaluation was not done again"
-    assert best_of(rows) == calm
+    assert best_of(rows) == calm.best
+    assert used == calm.gpu_seconds, "an evaluation was lost or counted twice"
 
 
 class HoldProposal(FakeLoop):
@@ -193,6 +211,7 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
             async with loop_workers(temporal_client, replacement, task_queue=queue, evaluate_queue=None, recorder=Recorder(url)):
                 result = await asyncio.wait_for(handle.result(), timeout=400)
                 noted = await notebook_keys(handle)
+                used = await used_gpu_seconds(handle)
         rows = stored(url, run_id)
     finally:
         if victim.poll() is None:
@@ -202,7 +221,8 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
     assert [(r[0], r[1]) for r in rows] == expected_keys()
     assert noted == expected_keys()
     assert 3 in {p.iteration for p in replacement.proposals}, "the killed proposal was not made again"
-    assert best_of(rows) == calm
+    assert best_of(rows) == calm.best
+    assert used == calm.gpu_seconds, "an evaluation was lost or counted twice"
 
 
 async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, temporal_server, tmp_path):
@@ -242,6 +262,7 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
                         await asyncio.sleep(0.5)
                     attempts = (await http.get(f"/runs/{run_id}/attempts", params={"limit": 1000})).json()["data"]
                 noted = await notebook_keys(temporal_client.get_workflow_handle(run_id))
+                used = await used_gpu_seconds(temporal_client.get_workflow_handle(run_id))
             finally:
                 await asyncio.to_thread(second.__exit__, None, None, None)
         rows = stored(url, run_id)
@@ -253,6 +274,7 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
     assert sorted((a["iteration"], a["index"]) for a in attempts) == expected_keys()
     assert [(r[0], r[1]) for r in rows] == expected_keys()
     assert noted == expected_keys()
-    assert best_of(rows) == calm
+    assert best_of(rows) == calm.best
+    assert used == calm.gpu_seconds, "an evaluation was lost or counted twice"
     best = next(a for a in attempts if a["id"] == run["best_attempt_id"])
-    assert (best["iteration"], best["index"]) == calm[:2]
+    assert (best["iteration"], best["index"]) == calm.best[:2]

@@ -33,6 +33,7 @@ from tests.reliability.test_crashes import (
     notebook_keys,
     stored,
     undisturbed_best,
+    used_gpu_seconds,
 )
 from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget
@@ -96,6 +97,7 @@ async def test_a_database_crash_mid_run_loses_nothing(temporal_client, postgres,
             await asyncio.to_thread(postgres.start)
             result = await asyncio.wait_for(handle.result(), timeout=180)
             noted = await notebook_keys(handle)
+            used = await used_gpu_seconds(handle)
             history = await handle.fetch_history()
         rows = stored(url, run_id)
     finally:
@@ -103,7 +105,8 @@ async def test_a_database_crash_mid_run_loses_nothing(temporal_client, postgres,
     assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
     assert [(r[0], r[1]) for r in rows] == expected_keys()
     assert noted == expected_keys()
-    assert best_of(rows) == calm
+    assert best_of(rows) == calm.best
+    assert used == calm.gpu_seconds, "an evaluation was lost or counted twice"
     assert any(name.startswith("record") for name in retried_activities(history)), (
         "no store activity was retried: the outage was never met"
     )

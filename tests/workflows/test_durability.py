@@ -1,5 +1,6 @@
 """A run survives its workers going away and the Temporal server restarting: it resumes at the
-last completed step, and no attempt is recorded twice."""
+last completed step, no attempt is recorded twice, and its notebook, best kernel and counted
+evaluations are those of an undisturbed run with the same (deterministic) scores."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from marathon.temporal_server import DevServer
 from store.db import dispose_engine, session_scope, upgrade
 from store.repository import list_attempts
 from tests.loop_fixtures import FakeLoop, loop_input, loop_workers, unique_queue
+from tests.reliability.crash_scoring import score
 from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, Goal, ProposeInput, ProposeResult
 
@@ -25,7 +27,7 @@ class HoldAt(FakeLoop):
     """Holds the proposer of iteration ``hold`` until ``gate`` opens, and says when it is held."""
 
     def __init__(self, hold: int) -> None:
-        super().__init__()
+        super().__init__(score=score)
         self.hold = hold
         self.held = asyncio.Event()
 
@@ -47,6 +49,32 @@ def expected() -> list[tuple[int, int]]:
     return [(i, j) for i in range(1, ITERATIONS + 1) for j in range(CANDIDATES)]
 
 
+async def outcome(handle) -> tuple[list[tuple[int, int]], tuple[int, int], float]:
+    """What must not depend on a crash: the notebook's (iteration, index) entries, sorted (a
+    duplicate or a gap shows), the best's (iteration, index), and the GPU-seconds counted (the
+    fake evaluator reports 1.0 per evaluation, so a lost or doubled evaluation shows)."""
+    result = await handle.result()
+    notebook = await handle.query(OptimizeKernelWorkflow.notebook)
+    status = await handle.query(OptimizeKernelWorkflow.status)
+    entries = sorted((e.iteration, e.index) for e in notebook.entries)
+    return entries, (result.best.iteration, result.best.index), status.budget_used["gpu_seconds"]
+
+
+async def undisturbed(client) -> tuple[list[tuple[int, int]], tuple[int, int], float]:
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    run_id = f"calm-{uuid.uuid4().hex[:8]}"
+    async with loop_workers(client, FakeLoop(score=score), task_queue=queue, evaluate_queue=evaluate_queue):
+        handle = await client.start_workflow(
+            OptimizeKernelWorkflow.run,
+            loop_input(run_id, evaluate_queue, budget=Budget(iterations=ITERATIONS), goal=Goal(target=9.0)),
+            id=run_id,
+            task_queue=queue,
+        )
+        calm = await outcome(handle)
+    assert calm[0] == expected()
+    return calm
+
+
 async def test_a_new_worker_resumes_the_run_of_a_stopped_one(temporal_client, tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     upgrade(url)
@@ -65,9 +93,11 @@ async def test_a_new_worker_resumes_the_run_of_a_stopped_one(temporal_client, tm
             # Leaving the block shuts the workers down with iteration 3's proposal in flight.
         assert attempts_in(url, run_id) == expected()[: 2 * CANDIDATES]
 
-        second = FakeLoop()
+        second = FakeLoop(score=score)
         async with loop_workers(temporal_client, second, task_queue=queue, evaluate_queue=evaluate_queue, recorder=Recorder(url)):
             result = await handle.result()
+            disturbed = await outcome(handle)
+        assert disturbed == await undisturbed(temporal_client)
         assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
         assert attempts_in(url, run_id) == expected()
         # The new worker picked up where the old one stopped: iterations 3 and 4 only.
@@ -106,8 +136,10 @@ async def test_the_run_survives_a_temporal_server_restart(tmp_path, how):
             await server.connect()
             fake.gate.set()
             result = await asyncio.wait_for(handle.result(), timeout=120)
+            disturbed = await outcome(handle)
         assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
         assert attempts_in(url, run_id) == expected()
+        assert disturbed == await undisturbed(client)
     finally:
         server.stop()
         dispose_engine(url)
