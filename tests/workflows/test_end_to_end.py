@@ -17,8 +17,12 @@ from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import ATTEMPT_STATUSES, Budget, Goal, OptimizeInput
 
 
+ITERATIONS, CANDIDATES = 2, 2
+
+
 @pytest.mark.slow
-async def test_mla_decode_one_iteration_with_real_activities(temporal_client, tmp_path):
+@pytest.mark.parametrize("problem", ["mla-decode", "kda"])
+async def test_a_short_run_of_each_problem_with_real_activities(temporal_client, tmp_path, problem):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     upgrade(url)
     settings = loop_settings(home=tmp_path)
@@ -32,10 +36,10 @@ async def test_mla_decode_one_iteration_with_real_activities(temporal_client, tm
                 OptimizeKernelWorkflow.run,
                 OptimizeInput(
                     run_id=run_id,
-                    problem="mla-decode",
+                    problem=problem,
                     goal=Goal(target=50.0),
-                    budget=Budget(iterations=1),
-                    candidates_per_iteration=1,
+                    budget=Budget(iterations=ITERATIONS),
+                    candidates_per_iteration=CANDIDATES,
                     device="cpu",
                     evaluate_task_queue=evaluate_queue,
                 ),
@@ -45,20 +49,25 @@ async def test_mla_decode_one_iteration_with_real_activities(temporal_client, tm
         with session_scope(url) as session:
             run = get_run(session, run_id)
             attempts, total = list_attempts(session, run_id)
-            attempt = attempts[0]
-            source = get_text(session, attempt.source_sha)
-            report = json.loads(get_text(session, attempt.report_sha)) if attempt.report_sha else None
+            rows = [
+                (a, get_text(session, a.source_sha), json.loads(get_text(session, a.report_sha)) if a.report_sha else None)
+                for a in attempts
+            ]
     finally:
         dispose_engine(url)
 
-    assert (result.stop_reason, result.iterations) == ("budget_iterations", 1)
-    assert (run.status, run.iteration, run.problem, total) == ("completed", 1, "mla-decode", 1)
-    assert attempt.status in ATTEMPT_STATUSES and "def kernel" in source
-    assert report is not None and report["problem"] == "mla-decode" and report["timing_kind"] == "interpreter"
-    assert report["candidate_sha256"] == attempt.source_sha
-    if attempt.status == "ok":
-        # An accepted first kernel becomes the best only through a confirmation run.
-        assert attempt.is_best and attempt.message.startswith("confirmed:")
-        assert result.best.source_sha == attempt.source_sha and run.best_speedup == attempt.speedup
-    else:
-        assert result.best is None and not attempt.is_best
+    assert (result.stop_reason, result.iterations) == ("budget_iterations", ITERATIONS)
+    assert (run.status, run.iteration, run.problem, total) == ("completed", ITERATIONS, problem, ITERATIONS * CANDIDATES)
+    assert sorted((a.iteration, a.index) for a, _, _ in rows) == [
+        (i, k) for i in range(1, ITERATIONS + 1) for k in range(CANDIDATES)
+    ]
+    for attempt, source, report in rows:
+        assert attempt.status in ATTEMPT_STATUSES and "def kernel" in source
+        assert report is not None and report["problem"] == problem and report["timing_kind"] == "interpreter"
+        assert report["candidate_sha256"] == attempt.source_sha
+    accepted = [a for a, _, _ in rows if a.status == "ok"]
+    assert accepted, [(a.status, a.message[:200]) for a, _, _ in rows]
+    # An accepted kernel becomes the best only through a confirmation run.
+    best = [a for a, _, _ in rows if a.is_best]
+    assert len(best) == 1 and best[0].status == "ok" and best[0].message.startswith("confirmed:")
+    assert result.best.source_sha == best[0].source_sha and run.best_speedup == best[0].speedup
