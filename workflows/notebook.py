@@ -302,6 +302,15 @@ def details_line(iteration: int, goal: Goal, best: Optional[BestKernel], statuse
     return " · ".join(parts)
 
 
+def attempt_summary(iteration: int, index: int, total: int, result: EvaluateResult) -> str:
+    """The Web UI's line for one recorded attempt: ``iter 17 · candidate 3/4 · 1.32× · ok``."""
+    parts = [f"iter {iteration}", f"candidate {index + 1}/{total}"]
+    if result.speedup is not None:
+        parts.append(f"{result.speedup:.2f}×")
+    parts.append(result.status)
+    return " · ".join(parts)
+
+
 def feedback(candidate: Candidate, result: EvaluateResult) -> str:
     """What the next proposal hears about one attempt."""
     head = f"#{candidate.index} {candidate.strategy}: {result.status}"

@@ -453,7 +453,7 @@ class OptimizeKernelWorkflow:
                     task_queue=workflow.info().task_queue,
                     start_to_close_timeout=STORE_TIMEOUT,
                     retry_policy=STORE_RETRY,
-                    summary=f"iter {iteration} · candidate {candidate.index + 1}/{total} · record {result.status}",
+                    summary=nb.attempt_summary(iteration, candidate.index, total, result),
                 )
                 for position, (candidate, result) in enumerate(zip(candidates, results))
             ]

@@ -43,6 +43,7 @@ async def test_run_reaches_iteration_budget_and_records_every_attempt(temporal_c
             task_queue=queue,
         )
         description = await temporal_client.get_workflow_handle(run_id).describe()
+        history = await temporal_client.get_workflow_handle(run_id).fetch_history()
 
     assert result.status == "completed" and result.stop_reason == "budget_iterations"
     assert result.iterations == 3
@@ -70,6 +71,18 @@ async def test_run_reaches_iteration_budget_and_records_every_attempt(temporal_c
     assert attributes.get(sa.STATUS) == "completed"
     assert attributes.get(sa.BEST_SPEEDUP) == pytest.approx(1.35)
     assert attributes.get(sa.PROBLEM) == "toy"
+
+    # What the Web UI shows for each step: the activity summaries in the history.
+    decode = temporal_client.data_converter.payload_converter.from_payload
+    summaries = [
+        decode(event.user_metadata.summary, str)
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes") and event.user_metadata.HasField("summary")
+    ]
+    assert "iter 3 · candidate 1/3 · 1.35× · ok" in summaries
+    assert "iter 1 · candidate 3/3 · incorrect" in summaries
+    assert "iter 2 · candidate 2/3 · proposal_error" in summaries
+    assert "iter 1 · propose 3" in summaries
 
 
 async def test_goal_reached_stops_the_run(temporal_client):
