@@ -3,7 +3,8 @@ restart) and tests/cli/test_up_resume.py (Ctrl-C of ``marathon up``) do not cove
 
 - the evaluation worker is SIGKILLed during an evaluation (a worker process of its own);
 - the CPU worker is SIGKILLed during a proposal (a worker process of its own);
-- the API is stopped mid-run and a new one started on the same store.
+- the API is stopped mid-run (in a thread, gracefully) or SIGKILLed (its own uvicorn process),
+  and a new one started on the same store.
 
 In each the run completes, each (iteration, index) is in the store and in the workflow's
 notebook exactly once, the killed step was done again rather than lost, and the best kernel is
@@ -38,6 +39,7 @@ from store.db import dispose_engine, session_scope, upgrade
 from store.repository import list_attempts
 from tests.loop_fixtures import FakeLoop, loop_input, loop_settings, loop_workers, unique_queue
 from tests.reliability.crash_scoring import score
+from tests.reliability.process_api import ProcessApi
 from tests.reliability.threaded_api import ThreadedApi
 from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, Goal, ProposeInput, ProposeResult
@@ -225,7 +227,50 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
     assert used == calm.gpu_seconds, "an evaluation was lost or counted twice"
 
 
-async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, temporal_server, tmp_path):
+class ApiUnderTest:
+    """The API either in a thread of this process (stopped gracefully) or as a process of its own
+    (SIGKILLed: no shutdown handler runs), started the same way."""
+
+    def __init__(self, how: str, settings: Settings, tmp_path: Path) -> None:
+        self.how = how
+        if how == "sigkill":
+            env = {
+                "MARATHON_HOME": str(settings.home), "MARATHON_DATABASE_URL": settings.resolved_database_url,
+                "MARATHON_TEMPORAL_ADDRESS": settings.temporal_address,
+                "MARATHON_CPU_TASK_QUEUE": settings.cpu_task_queue,
+                "MARATHON_GPU_TASK_QUEUE_PREFIX": settings.gpu_task_queue_prefix,
+            }
+            self.api = ProcessApi(env, tmp_path / "api.log")
+        else:
+            self.api = ThreadedApi(settings)
+
+    @property
+    def base_url(self) -> str:
+        return self.api.base_url
+
+    async def start(self) -> "ApiUnderTest":
+        await asyncio.to_thread(self.api.start if self.how == "sigkill" else self.api.__enter__)
+        return self
+
+    async def end(self) -> None:
+        """Kill it (SIGKILL) or stop it (graceful), whichever this test is about."""
+        if self.how == "sigkill":
+            await asyncio.to_thread(self.api.kill)
+            assert self.api.process.returncode == -signal.SIGKILL
+        elif self.api.thread.is_alive():
+            await asyncio.to_thread(self.api.__exit__, None, None, None)
+            assert not self.api.thread.is_alive()
+
+    async def close(self) -> None:
+        """Clean-up: whatever still runs is stopped."""
+        if self.how == "sigkill":
+            await asyncio.to_thread(self.api.stop)
+        elif self.api.thread.is_alive():
+            await asyncio.to_thread(self.api.__exit__, None, None, None)
+
+
+@pytest.mark.parametrize("how", ["stopped", "sigkill"])
+async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, temporal_server, tmp_path, how):
     calm = await undisturbed_best(temporal_client, tmp_path)
     url = f"sqlite:///{tmp_path / 'api.db'}"
     queue = unique_queue("api-restart")
@@ -234,8 +279,8 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
         cpu_task_queue=queue, gpu_task_queue_prefix=f"{queue}-eval-",
     )
     fake = HoldProposal(hold=2)
-    first = ThreadedApi(settings)
-    await asyncio.to_thread(first.__enter__)
+    first = await ApiUnderTest(how, settings, tmp_path).start()
+    second = None
     try:
         with session_scope(url) as session:
             token = repository.create_token(session, name="restart")
@@ -249,26 +294,22 @@ async def test_restarting_the_api_mid_run_loses_nothing(temporal_client, tempora
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
             await asyncio.wait_for(fake.held.wait(), timeout=120)
-            await asyncio.to_thread(first.__exit__, None, None, None)
-            assert not first.thread.is_alive()
-            second = ThreadedApi(settings)
-            await asyncio.to_thread(second.__enter__)
-            try:
-                fake.gate.set()
-                async with httpx.AsyncClient(base_url=second.base_url, headers=headers, timeout=30) as http:
-                    deadline = time.monotonic() + 180
-                    while (run := (await http.get(f"/runs/{run_id}")).json())["status"] == "running":
-                        assert time.monotonic() < deadline, run
-                        await asyncio.sleep(0.5)
-                    attempts = (await http.get(f"/runs/{run_id}/attempts", params={"limit": 1000})).json()["data"]
-                noted = await notebook_keys(temporal_client.get_workflow_handle(run_id))
-                used = await used_gpu_seconds(temporal_client.get_workflow_handle(run_id))
-            finally:
-                await asyncio.to_thread(second.__exit__, None, None, None)
+            await first.end()
+            second = await ApiUnderTest(how, settings, tmp_path).start()
+            fake.gate.set()
+            async with httpx.AsyncClient(base_url=second.base_url, headers=headers, timeout=30) as http:
+                deadline = time.monotonic() + 180
+                while (run := (await http.get(f"/runs/{run_id}")).json())["status"] == "running":
+                    assert time.monotonic() < deadline, run
+                    await asyncio.sleep(0.5)
+                attempts = (await http.get(f"/runs/{run_id}/attempts", params={"limit": 1000})).json()["data"]
+            noted = await notebook_keys(temporal_client.get_workflow_handle(run_id))
+            used = await used_gpu_seconds(temporal_client.get_workflow_handle(run_id))
         rows = stored(url, run_id)
     finally:
-        if first.thread.is_alive():
-            await asyncio.to_thread(first.__exit__, None, None, None)
+        for api in (first, second):
+            if api is not None:
+                await api.close()
         dispose_engine(url)
     assert run["status"] == "completed" and run["iteration"] == ITERATIONS, run
     assert sorted((a["iteration"], a["index"]) for a in attempts) == expected_keys()
