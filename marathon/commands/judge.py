@@ -1,7 +1,7 @@
 """``marathon judge FILE --problem NAME``: judge one candidate kernel and print the verdict.
 
 Exit status: 0 accepted, 1 rejected (any status but ``ok``), 2 usage error (missing file,
-unknown problem).
+unknown problem, ``--ncu`` without a GPU or without ``ncu`` on PATH).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--confirm", action="store_true", help="more repetitions, as for a new best")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the judgement is killed")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--ncu", action="store_true",
+                        help="GPU only: once accepted, profile one call at the first bench shape with Nsight Compute "
+                        "(DRAM and SM throughput, occupancy, duration per kernel); needs ncu on PATH")
     parser.set_defaults(handler=handle)
 
 
@@ -41,9 +44,13 @@ def handle(args: argparse.Namespace) -> int:
     if args.seeds < 1 or (args.reps is not None and args.reps < 1) or args.timeout <= 0:
         print("marathon judge: --seeds and --reps must be >= 1 and --timeout > 0", file=sys.stderr)
         return 2
+    problem = ncu_problem(args.device) if args.ncu else None
+    if problem:
+        print(f"marathon judge: {problem}", file=sys.stderr)
+        return 2
     try:
         report = judge(path.read_text(), args.problem, device=args.device, seeds=args.seeds,
-                       timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout)
+                       timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu)
     except (ValueError, ImportError) as error:
         message = str(error)
         if "known problems" not in message:
@@ -54,4 +61,31 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         print(report.summary())
+        if args.ncu:
+            print(ncu_lines(report))
     return 0 if report.accepted else 1
+
+
+def ncu_problem(device: str | None) -> str | None:
+    """Why ``--ncu`` cannot run here, checked before a judgement of minutes starts; None if it can."""
+    import shutil
+
+    from kernels.judge.runner import has_gpu
+
+    if device == "cpu":
+        return "--ncu profiles GPU kernels with Nsight Compute; it cannot be combined with --device cpu " \
+            "(the Triton interpreter launches no GPU kernel)"
+    if device is None and not has_gpu():
+        return "--ncu needs a GPU and this machine has none (no /dev/nvidia0): the judgement would run on the cpu"
+    if shutil.which("ncu") is None:
+        return "--ncu needs Nsight Compute's ncu on PATH; it was not found"
+    return None
+
+
+def ncu_lines(report) -> str:
+    """The ncu metrics for people; the summary leaves them out. Informational: never the verdict."""
+    lines = [f"ncu: {report.ncu_reason}"]
+    for kernel, metrics in (report.ncu or {}).items():
+        values = ", ".join(f"{name} {value:g}" for name, value in sorted(metrics.items()))
+        lines.append(f"  {kernel}: {values}")
+    return "\n".join(lines)

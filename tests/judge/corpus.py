@@ -43,6 +43,12 @@ RUNTIME_CASES = (
     Case("cached_output", "incorrect", "does not depend on the inputs"),
     Case("cached_by_address", "incorrect", "cached by address"),
     Case("constant_output", "incorrect", "does not depend on the inputs"),
+    # NaN is computed in Triton at every t = T-1 (2 x 3 columns of the first shape): a relative
+    # error of NaN is never "> tolerance", so only the explicit NaN/Inf count stops it.
+    Case("nan_output", "incorrect", "6 of 222 output values are NaN/Inf", static=True),
+    Case("wrong_shape", "incorrect", "output must be (2, 37, 3) float32, got (2, 36, 3) float32", static=True),
+    Case("precision_downgrade", "incorrect", "output must be (2, 37, 3) float32, got (2, 37, 3) float16",
+         static=True),
     Case("torch_fallback", "forbidden", "aten.cumsum"),
     Case("hidden_getattr", "forbidden", "getattr(torch, 'cumsum')", static=True),
     Case("hidden_method", "forbidden", "aten.cumsum", static=True),
@@ -51,6 +57,10 @@ RUNTIME_CASES = (
     Case("import_fla", "forbidden", "third-party kernel library 'fla"),
     Case("import_flash_attn_runtime", "forbidden", "third-party kernel library 'flash_attn'"),
     Case("import_subprocess", "forbidden", "import of 'subprocess' refused"),
+    Case("thread_injection", "forbidden", "import of 'threading' refused at run time"),
+    # Python 3.11 has no audit event for a thread start (3.12 added _thread.start_new_thread):
+    # there the thread-count check stops it; on 3.12+ the audit hook stops it first.
+    Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread"),
     Case("backdoor_subprocess", "forbidden", "subprocess.Popen"),
     Case("backdoor_socket", "forbidden", "socket."),
     Case("backdoor_ctypes", "forbidden", "ctypes."),
@@ -81,6 +91,8 @@ STATIC_CASES = {
     "import_fla": "third-party kernel library 'fla.ops.kda'",
     "import_flash_attn_runtime": "'__import__' is not allowed",
     "import_subprocess": "import of 'subprocess' is not allowed",
+    "thread_injection": "import of 'threading' is not allowed",
+    "backdoor_thread": "torch.cuda.threading is not allowed",
     "backdoor_subprocess": "'.modules'",
     "backdoor_socket": "'.modules'",
     "backdoor_ctypes": "'.modules'",

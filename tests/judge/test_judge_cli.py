@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from kernels.judge.runner import has_gpu
 from marathon.cli import main
 from tests.judge.corpus import CANDIDATES, TOY
 
@@ -31,3 +34,28 @@ def test_usage_errors_exit_two(capsys, tmp_path):
     assert main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", "nope"]) == 2
     assert "unknown problem 'nope'; known problems: kda, mla-decode" in capsys.readouterr().err
     assert main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--seeds", "0"]) == 2
+
+
+def test_ncu_flag_parses_and_defaults_off():
+    from marathon.cli import build_parser
+
+    base = ["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY]
+    assert build_parser().parse_args(base).ncu is False
+    assert build_parser().parse_args(base + ["--ncu", "--device", "cuda"]).ncu is True
+
+
+def test_ncu_with_device_cpu_is_a_usage_error(capsys):
+    code = main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--device", "cpu", "--ncu"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "--ncu profiles GPU kernels with Nsight Compute; it cannot be combined with --device cpu" in captured.err
+    assert captured.out == ""  # refused before any judgement ran
+
+
+@pytest.mark.skipif(has_gpu(), reason="this machine has a GPU: --ncu may run here")
+def test_ncu_without_a_gpu_is_a_usage_error(capsys):
+    code = main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--ncu"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "--ncu needs a GPU and this machine has none" in captured.err
+    assert captured.out == ""

@@ -96,3 +96,18 @@ def test_ncu_metrics_when_ncu_is_installed():
         pytest.skip(f"ncu present but not usable here: {report.ncu_reason}")
     metrics = next(iter(report.ncu.values()))
     assert 0 <= metrics["dram_throughput_pct"] <= 100
+
+
+def test_cli_ncu_flag_reaches_the_profiler(capsys):
+    """``marathon judge --ncu`` on the GPU: the judgement passes ncu=True and prints the profile's lines."""
+    import shutil
+
+    from marathon.cli import main
+
+    if shutil.which("ncu") is None:
+        pytest.skip("ncu is not on PATH")
+    code = main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--device", "cuda", "--ncu"])
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 0, out
+    assert "\nncu: " in out and "ncu profiling not requested" not in out

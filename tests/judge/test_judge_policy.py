@@ -17,9 +17,11 @@ def test_scan_rejects_exploit(name):
     assert STATIC_CASES[name] in text, text
 
 
-@pytest.mark.parametrize("name", ["honest_cumsum", "honest_views", "non_causal", "input_mutation", "hidden_getattr"])
+@pytest.mark.parametrize("name", ["honest_cumsum", "honest_views", "non_causal", "input_mutation", "hidden_getattr",
+                                  "nan_output", "wrong_shape", "precision_downgrade"])
 def test_scan_lets_valid_python_through(name):
-    # non_causal and input_mutation are pure Triton cheats: only run-time checks can see them.
+    # non_causal, input_mutation and nan_output are pure Triton cheats, wrong_shape and
+    # precision_downgrade plain allocations and views: only run-time checks can see them.
     assert scan((CANDIDATES / f"{name}.py").read_text()) == []
 
 
@@ -38,6 +40,15 @@ def test_scan_lets_valid_python_through(name):
         ("import torch\nimport triton\nimport triton.language as tl\n@triton.jit\ndef k(p):\n    torch.exp(p)\n"
          "def kernel(x):\n    return x", "torch cannot be used inside a @triton.jit kernel"),
         ("import importlib\ndef kernel(x):\n    return x", "import of 'importlib'"),
+        # Background threads and processes (exploit 5): none of these modules is importable.
+        ("import threading\ndef kernel(x):\n    return x", "line 1: import of 'threading' is not allowed"),
+        ("import _thread\ndef kernel(x):\n    return x", "line 1: import of '_thread' is not allowed"),
+        ("import multiprocessing\ndef kernel(x):\n    return x", "line 1: import of 'multiprocessing' is not allowed"),
+        ("from concurrent.futures import ThreadPoolExecutor\ndef kernel(x):\n    return x",
+         "line 1: import of 'concurrent.futures' is not allowed"),
+        ("import torch.multiprocessing as mp\ndef kernel(x):\n    return x",
+         "line 1: import of 'torch.multiprocessing' is not allowed"),
+        ("import torch\ndef kernel(x):\n    return torch.cuda.threading", "torch.cuda.threading is not allowed"),
         ("import torch\ndef kernel(x):\n    return getattr(torch, 'sys')", "getattr of 'sys'"),
         ("import torch\ndef helper(x):\n    return x", "kernel(**inputs)"),
     ],

@@ -1,0 +1,29 @@
+"""Harness check (shape): skip the last time step and hand back a shorter output.
+
+A comparison that broadcasts, or one that only looks at the overlap, would pass it; the
+sandbox requires the problem's exact output shape.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _cumsum_kernel(x_ptr, y_ptr, scale, T, H, BLOCK_T: tl.constexpr):
+    pid = tl.program_id(0)
+    b = pid // H
+    h = pid % H
+    t = tl.arange(0, BLOCK_T)
+    mask = t < T
+    offsets = b * T * H + t * H + h
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    y = tl.cumsum(x, axis=0) * scale
+    tl.store(y_ptr + offsets, y, mask=mask)
+
+
+def kernel(x, scale):
+    batch, steps, heads = x.shape
+    y = torch.empty_like(x)
+    _cumsum_kernel[(batch * heads,)](x, y, scale, steps, heads, BLOCK_T=triton.next_power_of_2(steps))
+    return y[:, : steps - 1]  # a view: no torch compute, just the wrong shape
