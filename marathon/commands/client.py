@@ -302,23 +302,32 @@ def follow(client, run_id: str, *, interval: float, out=None) -> int:
     out = out or sys.stdout
     live = out.isatty()
     last = None
-    while True:
-        run = client.get_run(run_id)
-        line = progress_line(run)
-        if live:
-            out.write("\r\033[K" + line)
-            out.flush()
-        elif line != last:
-            print(line, file=out, flush=True)
-        last = line
-        status = run.get("status")
-        if status in FINISHED:
+    try:
+        while True:
+            run = client.get_run(run_id)
+            line = progress_line(run)
             if live:
-                out.write("\n")
-            reason = f" ({run['stop_reason']})" if run.get("stop_reason") else ""
-            print(f"run {run_id} {status}{reason}", file=out, flush=True)
-            return 1 if status == "failed" else 0
-        time.sleep(interval)
+                out.write("\r\033[K" + line)
+                out.flush()
+            elif line != last:
+                print(line, file=out, flush=True)
+            last = line
+            status = run.get("status")
+            if status in FINISHED:
+                if live:
+                    out.write("\n")
+                reason = f" ({run['stop_reason']})" if run.get("stop_reason") else ""
+                print(f"run {run_id} {status}{reason}", file=out, flush=True)
+                return 1 if status == "failed" else 0
+            time.sleep(interval)
+    except Exception:
+        # A poll that fails (the API went away) must not leave the error message glued to the
+        # end of the live bar: close the bar's line first. (Ctrl-C is not an Exception; its
+        # handlers start their own line.)
+        if live and last is not None:
+            out.write("\n")
+            out.flush()
+        raise
 
 
 @_calling

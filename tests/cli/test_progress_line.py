@@ -1,0 +1,174 @@
+"""``marathon watch``'s progress bar and its live mode on a terminal (a line redrawn with \\r).
+
+``follow`` is fed a scripted sequence of run states: the exact moments a run moves from running
+to finished cannot be arranged against a live stack (test_client_commands covers that path)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from marathon.client import ApiError
+from marathon.commands.client import follow, progress_line
+
+REDRAW = "\r\033[K"  # back to the start of the line, then erase it
+
+
+def run_state(iteration=0, *, total=10, best=None, status="running", stop_reason="", goal=None) -> dict:
+    """A run as GET /runs/{id} returns it, reduced to what the bar reads."""
+    return {
+        "id": "kda-0123456789ab",
+        "iteration": iteration,
+        "budget": {"iterations": total, "hours": 24.0} if total is not None else {},
+        "best_speedup": best,
+        "goal": goal or {"objective": "speedup", "target": 2.0},
+        "status": status,
+        "stop_reason": stop_reason,
+    }
+
+
+# ---- progress_line -------------------------------------------------------------------------
+
+
+def test_at_zero_without_a_best_the_bar_is_empty():
+    assert progress_line(run_state(0)) == "[------------------------] 0/10  best -  goal 2x  running"
+
+
+def test_midway_with_a_best_speedup():
+    line = progress_line(run_state(5, best=1.23456))
+    assert line == "[############------------] 5/10  best 1.23x  goal 2x  running"
+
+
+def test_midway_without_a_best_yet():
+    assert progress_line(run_state(5)) == "[############------------] 5/10  best -  goal 2x  running"
+
+
+def test_at_the_budget_the_bar_is_full():
+    line = progress_line(run_state(10, best=1.5, status="completed"))
+    assert line == "[########################] 10/10  best 1.5x  goal 2x  completed"
+
+
+def test_past_the_budget_the_bar_stays_full_and_the_count_tells_the_truth():
+    assert progress_line(run_state(13, best=1.5)).startswith("[########################] 13/10  ")
+
+
+def test_partial_cells_round_down():
+    # 1/3 of 24 cells is 8; 2/3 is 16; 23/24 of the budget leaves the last cell empty.
+    assert progress_line(run_state(1, total=3)).startswith("[" + "#" * 8 + "-" * 16 + "] 1/3")
+    assert progress_line(run_state(2, total=3)).startswith("[" + "#" * 16 + "-" * 8 + "] 2/3")
+    assert progress_line(run_state(23, total=24)).startswith("[" + "#" * 23 + "-] 23/24")
+
+
+def test_width_sets_the_number_of_cells():
+    assert progress_line(run_state(5, best=1.1), width=10).startswith("[#####-----] 5/10  best 1.1x")
+
+
+def test_without_an_iteration_budget_only_the_count_shows():
+    assert progress_line(run_state(3, total=None, best=1.1)) == "iteration 3  best 1.1x  goal 2x  running"
+
+
+def test_a_roofline_goal_and_missing_fields():
+    run = run_state(2, goal={"objective": "roofline", "target": 0.6})
+    assert progress_line(run) == "[####--------------------] 2/10  best -  goal 0.6 of roofline  running"
+    # A reply without iteration or status (an older API) still draws a bar.
+    assert progress_line({"budget": {"iterations": 4}}) == "[------------------------] 0/4  best -  goal -  ?"
+
+
+# ---- follow on a terminal ------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    """What ``follow`` writes to, claiming to be a TTY so that it draws the live bar."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+class ScriptedRuns:
+    """Answers ``get_run`` with the given states in order; an exception in the list is raised."""
+
+    def __init__(self, *states):
+        self.states = list(states)
+        self.polls = 0
+
+    def get_run(self, run_id: str) -> dict:
+        assert run_id == "kda-0123456789ab"
+        if not self.states:
+            raise AssertionError(f"follow polled again after the run ended ({self.polls} polls)")
+        self.polls += 1
+        state = self.states.pop(0)
+        if isinstance(state, Exception):
+            raise state
+        return state
+
+
+def test_a_terminal_gets_one_line_redrawn_then_a_newline_and_the_outcome():
+    states = [
+        run_state(0),
+        run_state(0),  # unchanged: a terminal still redraws it (a pipe would not repeat it)
+        run_state(4, best=1.3),
+        run_state(10, best=1.7, status="completed", stop_reason="budget_iterations"),
+    ]
+    out = Terminal()
+    assert follow(ScriptedRuns(*states), "kda-0123456789ab", interval=0, out=out) == 0
+    bars = [progress_line(state) for state in states]
+    assert out.getvalue() == (
+        "".join(REDRAW + bar for bar in bars) + "\n" + "run kda-0123456789ab completed (budget_iterations)\n"
+    )
+    # The bar never leaves its line while the run goes on: the first newline follows the last bar.
+    assert out.getvalue().count("\n") == 2 and out.getvalue().count("\r") == 4
+    assert out.getvalue().index("\n") == len("".join(REDRAW + bar for bar in bars))
+
+
+def test_a_failed_run_exits_1_and_says_why():
+    states = [run_state(2), run_state(2, status="failed", stop_reason="the workflow was terminated")]
+    out = Terminal()
+    assert follow(ScriptedRuns(*states), "kda-0123456789ab", interval=0, out=out) == 1
+    assert out.getvalue().endswith(
+        REDRAW + progress_line(states[-1]) + "\nrun kda-0123456789ab failed (the workflow was terminated)\n"
+    )
+
+
+def test_a_run_already_finished_draws_once():
+    out = Terminal()
+    client = ScriptedRuns(run_state(3, status="stopped"))
+    assert follow(client, "kda-0123456789ab", interval=0, out=out) == 0
+    assert out.getvalue() == REDRAW + progress_line(run_state(3, status="stopped")) + "\nrun kda-0123456789ab stopped\n"
+    assert client.polls == 1
+
+
+def test_a_pipe_gets_one_plain_line_per_change():
+    states = [run_state(0), run_state(0), run_state(4, best=1.3), run_state(10, best=1.7, status="completed")]
+    out = Pipe()
+    assert follow(ScriptedRuns(*states), "kda-0123456789ab", interval=0, out=out) == 0
+    assert out.getvalue().splitlines() == [
+        progress_line(states[0]),
+        progress_line(states[2]),
+        progress_line(states[3]),
+        "run kda-0123456789ab completed",
+    ]
+    assert "\r" not in out.getvalue() and "\033" not in out.getvalue()
+
+
+def test_a_failed_poll_ends_the_live_line_before_the_error_is_printed():
+    """Otherwise ``marathon: cannot reach …`` lands on the end of the bar on the terminal."""
+    lost = ApiError("lost the connection to the Marathon API at http://127.0.0.1:1 (connection reset)")
+    out = Terminal()
+    with pytest.raises(ApiError) as raised:
+        follow(ScriptedRuns(run_state(2), lost), "kda-0123456789ab", interval=0, out=out)
+    assert raised.value is lost
+    assert out.getvalue() == REDRAW + progress_line(run_state(2)) + "\n"
+
+
+def test_a_failed_first_poll_writes_nothing():
+    out = Terminal()
+    unknown = ApiError("GET /runs/kda-0123456789ab failed (404): run kda-0123456789ab not found", 404)
+    with pytest.raises(ApiError):
+        follow(ScriptedRuns(unknown), "kda-0123456789ab", interval=0, out=out)
+    assert out.getvalue() == ""
