@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from html import escape
+
+import pytest
 from sqlalchemy import select
 
-from api.deps import INVALID_TOKEN, MISSING_TOKEN
+from api.deps import INVALID_TOKEN, MISSING_TOKEN, TOKEN_COOKIE
+from api.main import create_app
+from api.routes.pages import LOGIN_HINT
+from marathon.settings import Settings
 from store.models import ApiToken
 
 MISSING = "missing bearer token: send the header 'Authorization: Bearer <token>' (marathon up writes the token to <home>/api-token)"
@@ -24,6 +31,104 @@ async def test_wrong_token_is_401(api):
         assert response.status_code == 401, path
         assert response.json() == {"detail": "invalid API token"}
     assert INVALID_TOKEN == "invalid API token"
+
+
+# Routes that answer without a token: liveness, and the docs (pages, their assets, the schema).
+OPEN_PATHS = {"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+OPEN_PREFIXES = ("/docs-assets",)
+# Opened in a browser: a 401 there is the HTML token form, not JSON.
+HTML_PAGES = {"/runs/{run_id}/page", "/login"}
+RUN_ID = "kda-0123456789ab"
+WRONG_TOKEN = "mt_not-a-token-this-api-issued"
+
+
+def _route_contexts(app):
+    """Every route of ``app`` with its full path. FastAPI >= 0.16x keeps included routers as
+    lazy branches in ``app.routes`` and flattens them with ``iter_route_contexts`` (what its
+    OpenAPI generator uses); older versions list the routes in ``app.routes`` directly."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:
+        return list(app.routes)
+    return list(iter_route_contexts(app.routes))
+
+
+def guarded_routes() -> list[tuple[str, str]]:
+    """(method, path) for each route that must refuse a request without a valid token, read
+    from the application itself so that a route added later is covered without editing this."""
+    app = create_app(Settings(_env_file=None))
+    found = set()
+    for route in _route_contexts(app):
+        path = route.path
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            continue
+        for method in getattr(route, "methods", None) or ():
+            if method != "HEAD":  # Starlette adds HEAD to GET routes; the GET case covers it.
+                found.add((method, path))
+    return sorted(found, key=lambda pair: (pair[1], pair[0]))
+
+
+GUARDED = guarded_routes()
+
+
+def test_the_enumeration_finds_the_routes():
+    """A broken walk over the routes would make the parametrized test below pass vacuously."""
+    assert {
+        ("GET", "/problems"),
+        ("GET", "/runs"),
+        ("POST", "/runs"),
+        ("GET", "/runs/{run_id}"),
+        ("GET", "/runs/{run_id}/attempts"),
+        ("GET", "/runs/{run_id}/best"),
+        ("PATCH", "/runs/{run_id}/goal"),
+        ("POST", "/runs/{run_id}/hints"),
+        ("POST", "/runs/{run_id}/pause"),
+        ("POST", "/runs/{run_id}/resume"),
+        ("POST", "/runs/{run_id}/stop"),
+        ("GET", "/runs/{run_id}/page"),
+        ("POST", "/login"),
+    } <= set(GUARDED)
+    assert not [pair for pair in GUARDED if pair[1] in OPEN_PATHS]
+
+
+def _assert_token_form(response, path: str, message: str) -> None:
+    assert response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert f"<p>{escape(message)}</p>" in page
+    assert '<form method="post" action="/login">' in page
+    assert '<input type="password" name="token"' in page
+    if path.endswith("/page"):
+        # The form brings the browser back to the page it asked for.
+        assert f'name="next" value="{path}"' in page
+
+
+@pytest.mark.parametrize(("method", "route"), GUARDED, ids=[f"{m} {p}" for m, p in GUARDED])
+async def test_every_route_refuses_a_missing_or_wrong_token(bare_api, method, route):
+    path = re.sub(r"\{[^}]+\}", RUN_ID, route)
+    # The wrong token goes everywhere a token is read: the header (API clients), the cookie the
+    # token form sets (the run page in a browser) and the form field itself (/login).
+    wrong = {"headers": {"Authorization": f"Bearer {WRONG_TOKEN}", "Cookie": f"{TOKEN_COOKIE}={WRONG_TOKEN}"}}
+    if route == "/login":
+        wrong["data"] = {"token": WRONG_TOKEN, "next": f"/runs/{RUN_ID}/page"}
+    missing = await bare_api.anonymous.request(method, path)
+    refused = await bare_api.anonymous.request(method, path, **wrong)
+    for case, response in (("no token", missing), ("wrong token", refused)):
+        assert response.status_code == 401, f"{method} {path} with {case}: {response.status_code} {response.text[:300]}"
+    if route == "/runs/{run_id}/page":
+        # The page cannot tell a browser without the cookie from one with a stale cookie: both
+        # get the same hint and the token form.
+        _assert_token_form(missing, path, LOGIN_HINT)
+        _assert_token_form(refused, path, LOGIN_HINT)
+    elif route == "/login":
+        # An empty form and a wrong token are both "invalid API token" there.
+        _assert_token_form(missing, path, INVALID_TOKEN)
+        _assert_token_form(refused, path, INVALID_TOKEN)
+        assert TOKEN_COOKIE not in refused.cookies
+    else:
+        assert route not in HTML_PAGES
+        assert missing.json() == {"detail": MISSING_TOKEN}
+        assert refused.json() == {"detail": INVALID_TOKEN}
+        assert missing.headers["www-authenticate"] == refused.headers["www-authenticate"] == "Bearer"
 
 
 async def test_actions_need_a_token_too(api):

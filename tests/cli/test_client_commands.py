@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -92,6 +93,33 @@ def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
     code, _, err = cli(capsys, "pause", run_id, *home)
     assert code == 1
     assert f"failed (409): run {run_id} is stopped; it can no longer be paused" in err
+
+
+def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, live_stack):
+    hours = 0.002  # 7.2 s: the check before the second iteration finds the hours spent
+    started = time.monotonic()
+    code, out, err = cli(
+        capsys, "run", "kda", "--proposer", "search", "--iterations", "1000", "--candidates", "1",
+        "--goal", "300", "--hours", str(hours), "--wait", *home,
+    )
+    elapsed = time.monotonic() - started
+    lines = out.splitlines()
+    assert lines[0].startswith("started run ") and lines[0].endswith(" (kda)"), out
+    run_id = lines[0].split()[2]
+    assert (code, lines[-1]) == (0, f"run {run_id} completed (budget_hours)"), f"{out}\n{err}"
+    # Only the hours budget can have ended it, and not before the hours had passed.
+    assert elapsed >= hours * 3600, f"--wait returned after {elapsed:.1f} s, before the {hours * 3600:g} s budget"
+    assert "follow it with" not in out
+    # In between, the progress lines a pipe gets (one per change), ending on the finished state.
+    progress = [line for line in lines[1:-1] if "  goal 300x  " in line]
+    assert progress and progress[0].startswith("[") and progress[-1].endswith("  completed"), out
+    assert all("/1000  best " in line for line in progress), out
+
+    with live_stack.client() as client:
+        run = client.get(f"/runs/{run_id}").json()
+    assert run["budget"]["hours"] == hours and run["budget"]["iterations"] == 1000
+    assert (run["status"], run["stop_reason"]) == ("completed", "budget_hours")
+    assert run["budget_used"]["hours"] >= hours and run["iteration"] >= 1
 
 
 def test_unknown_run_and_unknown_problem_show_the_server_message(capsys, home):
