@@ -90,6 +90,7 @@ class Sandbox:
         module.__dict__["__builtins__"] = self.guards.candidate_builtins()
         sys.modules["candidate"] = module
         self.guards.STATE.allow_exec = 1
+        threads = threading.active_count()
         try:
             with self.guards.guarded():
                 exec(code, module.__dict__)
@@ -98,6 +99,9 @@ class Sandbox:
         finally:
             self.guards.STATE.allow_exec = 0
         self.check_policy("while importing the candidate")
+        # A thread started at import could do a call's work later, outside every checked call.
+        if threading.active_count() != threads:
+            raise Reject("forbidden", "the candidate started threads while importing")
         kernel = module.__dict__.get("kernel")
         if not callable(kernel):
             raise Reject("compile_error", "the candidate must define a function kernel(**inputs)")
@@ -287,7 +291,10 @@ class Sandbox:
             if swap:
                 refill(inputs, 1 if calls["set0"] == first else 0)
             launches = state.own_launches
+            threads = threading.active_count()
             out = self.guards.call_watched(self.kernel, inputs)
+            if threading.active_count() != threads:
+                raise Reject("forbidden", f"a timed call started threads at {self.problem.describe_shape(shape)}")
             if state.own_launches == launches:
                 raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {self.problem.describe_shape(shape)}")
             if on_watched:

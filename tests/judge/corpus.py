@@ -61,6 +61,7 @@ RUNTIME_CASES = (
     # Python 3.11 has no audit event for a thread start (3.12 added _thread.start_new_thread):
     # there the thread-count check stops it; on 3.12+ the audit hook stops it first.
     Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread"),
+    Case("import_time_thread", "forbidden", "the candidate started threads while importing|_thread.start_new_thread"),
     Case("backdoor_subprocess", "forbidden", "subprocess.Popen"),
     Case("backdoor_socket", "forbidden", "socket."),
     Case("backdoor_ctypes", "forbidden", "ctypes."),
@@ -93,6 +94,7 @@ STATIC_CASES = {
     "import_subprocess": "import of 'subprocess' is not allowed",
     "thread_injection": "import of 'threading' is not allowed",
     "backdoor_thread": "torch.cuda.threading is not allowed",
+    "import_time_thread": "torch.cuda.threading is not allowed",
     "backdoor_subprocess": "'.modules'",
     "backdoor_socket": "'.modules'",
     "backdoor_ctypes": "'.modules'",
