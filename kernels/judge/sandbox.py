@@ -240,6 +240,9 @@ class Sandbox:
             except BaseException as error:
                 raise self.classify(error, f"while timing {self.problem.describe_shape(shape)}") from None
             self.check_policy("while timing")
+            for index in sorted(candidate.spot_samples, reverse=True):
+                del samples["candidate"].event_ms[index], samples["candidate"].wall_ms[index]
+            entry["spot_checks"] = len(candidate.spot_samples)
             entry["candidate"] = samples["candidate"].summary()
             entry["baseline"] = samples["baseline"].summary()
             for k, (_, holds, out) in enumerate(kept):
@@ -274,7 +277,14 @@ class Sandbox:
         last = warmup + timed - 1
         originals = {k: v.clone() for k, v in watched.items() if isinstance(v, torch.Tensor)}
         original_scalars = {k: v for k, v in watched.items() if not isinstance(v, torch.Tensor)}
-        calls = {"set0": 0, "holds": 0}
+        calls = {"set0": 0, "holds": 0, "all": 0}
+        # Spot checks: at random timed calls (unknown to the candidate) the full guards run, torch
+        # compute refused included, so a candidate that computes in torch only while it is timed
+        # is caught. Their samples carry the guards' overhead and are dropped from the timing.
+        warm_calls = warmup * len(sets)
+        spot_count = min(2, reps // 3)
+        spots = set(pick.sample(range(warm_calls, warm_calls + reps), spot_count))
+        label = self.problem.describe_shape(shape)
 
         def refill(inputs, holds):
             source = sets[1] if holds == 1 else {**originals, **original_scalars}
@@ -292,7 +302,19 @@ class Sandbox:
                 refill(inputs, 1 if calls["set0"] == first else 0)
             launches = state.own_launches
             threads = threading.active_count()
-            out = self.guards.call_watched(self.kernel, inputs)
+            index = calls["all"]
+            calls["all"] += 1
+            if index in spots:
+                try:
+                    with self.guards.guarded():
+                        out = self.kernel(**inputs)
+                except BaseException as error:
+                    self.check_policy(f"in a spot-checked timed call at {label}")
+                    raise self.classify(error, f"in a spot-checked timed call at {label}") from None
+                self.check_policy(f"in a spot-checked timed call at {label}")
+                candidate.spot_samples.append(index - warm_calls)
+            else:
+                out = self.guards.call_watched(self.kernel, inputs)
             if threading.active_count() != threads:
                 raise Reject("forbidden", f"a timed call started threads at {self.problem.describe_shape(shape)}")
             if state.own_launches == launches:
@@ -304,6 +326,7 @@ class Sandbox:
                 calls["set0"] += 1
             return out
 
+        candidate.spot_samples = []  # indices into the timed samples that were spot checks
         return candidate
 
     def _time(self, providers, sets):

@@ -61,6 +61,7 @@ RUNTIME_CASES = (
     # Python 3.11 has no audit event for a thread start (3.12 added _thread.start_new_thread):
     # there the thread-count check stops it; on 3.12+ the audit hook stops it first.
     Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread"),
+    Case("timed_torch_fallback", "forbidden", "spot-checked timed call", reps=6),
     Case("import_time_thread", "forbidden", "the candidate started threads while importing|_thread.start_new_thread"),
     Case("backdoor_subprocess", "forbidden", "subprocess.Popen"),
     Case("backdoor_socket", "forbidden", "socket."),
