@@ -311,7 +311,9 @@ def _profile_with_ncu(config, env, workdir, timeout_s) -> tuple[dict[str, Any] |
 
     read_fd, write_fd = os.pipe()
     profile = dict(config, mode="profile", report_fd=write_fd, nonce=secrets.token_hex(16))
-    command = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
+    # --clock-control none: leave the GPU's clocks as they are (ncu locks them to base by
+    # default), so the profile describes the same machine the timings ran on.
+    command = ["ncu", "--csv", "--clock-control", "none", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
                "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module="sandbox")]
     try:
         result = subprocess.run(command, input=(json.dumps(profile) + "\n").encode(), capture_output=True,
