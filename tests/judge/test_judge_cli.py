@@ -59,3 +59,15 @@ def test_ncu_without_a_gpu_is_a_usage_error(capsys):
     assert code == 2
     assert "--ncu needs a GPU and this machine has none" in captured.err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize("problem,path", [("mla-decode", "kernels/mla/decode.py"), ("kda", "kernels/kda/chunk.py")])
+def test_the_cli_accepts_our_own_kernels(capsys, problem, path):
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / path
+    code = main(["judge", str(source), "--problem", problem, "--device", "cpu", "--reps", "1", "--json"])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert code == 0, report["message"]
+    assert (report["status"], report["problem"], report["timing_kind"]) == ("ok", problem, "interpreter")
