@@ -68,15 +68,18 @@ async def require_token(
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, INVALID_TOKEN, headers={"WWW-Authenticate": "Bearer"})
 
 
-async def page_token_is_valid(request: Request) -> bool:
-    """The run page is opened in a browser, which sends a cookie (set by the token form) rather than a header."""
+async def page_token_state(request: Request) -> str:
+    """"ok", "missing" or "invalid". The run page is opened in a browser, which sends a cookie
+    (set by the token form) rather than a header."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
         token = request.cookies.get(TOKEN_COOKIE, "")
-    if not token:
-        return False
-    return await run_in_threadpool(token_is_valid, request.app.state.settings, token.strip())
+    if not token.strip():
+        return "missing"
+    valid = await run_in_threadpool(token_is_valid, request.app.state.settings, token.strip())
+    return "ok" if valid else "invalid"
+
 
 
 AuthDep = Depends(require_token)

@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, TOKEN_COOKIE, page_token_is_valid, token_is_valid
+from api.deps import INVALID_TOKEN, TOKEN_COOKIE, page_token_state, token_is_valid
 from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,
@@ -33,6 +33,11 @@ router = APIRouter(tags=["pages"])
 NOTEBOOK_ROWS = 200
 REFRESH_S = 10
 LOGIN_HINT = "This page needs the API token that `marathon up` printed."
+STALE_TOKEN_HINT = (
+    "The API token this browser sent is not accepted (invalid API token): paste the current one, "
+    "which `marathon up` printed and wrote to <home>/api-token."
+)
+EMPTY_FORM_HINT = "No token was given: paste the API token that `marathon up` printed."
 MAX_FORM_BYTES = 8192
 
 
@@ -94,8 +99,10 @@ async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook
 @router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True)
 async def read_run_page(run_id: str, request: Request) -> Response:
     """The run page: speedup plot, best kernel and its diff against the seed, the notebook."""
-    if not await page_token_is_valid(request):
-        return html_response(render_login_page(request.url.path, LOGIN_HINT), 401)
+    state = await page_token_state(request)
+    if state != "ok":
+        hint = LOGIN_HINT if state == "missing" else STALE_TOKEN_HINT
+        return html_response(render_login_page(request.url.path, hint), 401)
     settings = request.app.state.settings
     temporal = request.app.state.temporal
     url = settings.resolved_database_url
@@ -156,7 +163,9 @@ async def login(request: Request) -> Response:
     form = parse_qs(raw[:MAX_FORM_BYTES].decode("utf-8", errors="replace"))
     token = (form.get("token") or [""])[0].strip()
     next_path = _safe_next((form.get("next") or [""])[0])
-    if not token or not await run_in_threadpool(token_is_valid, request.app.state.settings, token):
+    if not token:
+        return html_response(render_login_page(next_path, EMPTY_FORM_HINT), 401)
+    if not await run_in_threadpool(token_is_valid, request.app.state.settings, token):
         return html_response(render_login_page(next_path, INVALID_TOKEN), 401)
     response = RedirectResponse(next_path, status_code=303)
     response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")

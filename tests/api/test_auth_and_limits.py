@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from api.deps import INVALID_TOKEN, MISSING_TOKEN, TOKEN_COOKIE
 from api.main import create_app
-from api.routes.pages import LOGIN_HINT
+from api.routes.pages import EMPTY_FORM_HINT, LOGIN_HINT, STALE_TOKEN_HINT
 from marathon.settings import Settings
 from store.models import ApiToken
 
@@ -115,13 +115,12 @@ async def test_every_route_refuses_a_missing_or_wrong_token(bare_api, method, ro
     for case, response in (("no token", missing), ("wrong token", refused)):
         assert response.status_code == 401, f"{method} {path} with {case}: {response.status_code} {response.text[:300]}"
     if route == "/runs/{run_id}/page":
-        # The page cannot tell a browser without the cookie from one with a stale cookie: both
-        # get the same hint and the token form.
+        # Both get the token form; the hint says whether no token came or a stale one did.
         _assert_token_form(missing, path, LOGIN_HINT)
-        _assert_token_form(refused, path, LOGIN_HINT)
+        _assert_token_form(refused, path, STALE_TOKEN_HINT)
     elif route == "/login":
-        # An empty form and a wrong token are both "invalid API token" there.
-        _assert_token_form(missing, path, INVALID_TOKEN)
+        # An empty form says nothing was given; a wrong token is "invalid API token".
+        _assert_token_form(missing, path, EMPTY_FORM_HINT)
         _assert_token_form(refused, path, INVALID_TOKEN)
         assert TOKEN_COOKIE not in refused.cookies
     else:
