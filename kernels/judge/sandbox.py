@@ -125,6 +125,8 @@ class Sandbox:
         where = self._candidate_line(error)
         if "CompilationError" in kinds:
             return Reject("compile_error", f"Triton compilation failed{where}: {text[:3000]}")
+        if "InterpreterError" in kinds:
+            return self._classify_interpreted(error, when)
         lowered = text.lower()
         if isinstance(error, MemoryError) or "out of memory" in lowered or "not enough memory" in lowered \
                 or "cannot allocate memory" in lowered:
@@ -134,6 +136,24 @@ class Sandbox:
         if isinstance(error, (SystemExit, KeyboardInterrupt, GeneratorExit)):
             return Reject("runtime_error", f"the candidate raised {type(error).__name__} {when}: an exit is not a result")
         return Reject("runtime_error", f"{type(error).__name__} {when}{where}: {text[:1500]}")
+
+    # Errors the Triton front end raises while it builds a kernel body. On a GPU they stop the
+    # compile (CompilationError); the interpreter runs the body as Python and raises them while
+    # the kernel "runs", wrapped in an InterpreterError. Calling them compile errors keeps the
+    # verdict the same on both devices, so the loop's notebook learns the same lesson.
+    FRONT_END_ERRORS = (ValueError, TypeError, NameError, AttributeError, AssertionError, IndexError,
+                        NotImplementedError)
+
+    def _classify_interpreted(self, error: BaseException, when: str) -> Reject:
+        cause = error.__cause__ or error.__context__ or error
+        where = self._candidate_line(cause)
+        text = f"{type(cause).__name__}: {str(cause).strip()}"
+        # The interpreter's tl.device_assert is a plain assert with the user's message: a run-time check.
+        if isinstance(cause, self.FRONT_END_ERRORS) and "device_assert" not in (where or ""):
+            return Reject("compile_error",
+                          f"Triton kernel does not compile{where}: {text[:3000]} "
+                          "(found by the Triton interpreter on the CPU)")
+        return Reject("runtime_error", f"Triton kernel failed {when}{where}: {text[:1500]} (Triton interpreter)")
 
     def _candidate_line(self, error: BaseException) -> str:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == self.candidate_file]

@@ -82,6 +82,7 @@ RUNTIME_CASES = (
     Case("oom", "runtime_error", "out of memory", static=True),
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
+    Case("kernel_compile_error", "compile_error", "line 18 (t = tl.arange(0, BLOCK_T + 1))", static=True),
     Case("cache_during_timing", "incorrect", "tolerance", static=True, reps=4),
     Case("hang", "timeout", "no verdict within", static=True, timeout_s=10.0),
 )
