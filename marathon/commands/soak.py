@@ -3,7 +3,8 @@ a Temporal dev server, to show that 1,000+ iterations fit (bounded history per s
 fast the loop itself turns. The compaction is the real one; the store writes are counted only.
 
 Prints wall time, iterations/s, events and bytes of history per continued run (segment), and
-the worker process's RSS at start and end.
+the worker process's RSS at start, at every tenth of the run and at the end: a plateau after
+warm-up is caches filling, a steady climb is a leak.
 """
 
 # No "from __future__ import annotations": the fake activities are defined inside a function,
@@ -51,9 +52,12 @@ def rss_mib() -> float:
 class FakeLoopActivities:
     """Instant stand-ins for the proposer, the judge and the store, under the real names."""
 
-    def __init__(self) -> None:
+    def __init__(self, rss_every: int = 0) -> None:
         self.evaluations = 0
         self.records = 0
+        # (iteration, RSS MiB) sampled when the first attempt of every rss_every-th iteration is recorded.
+        self.rss_every = rss_every
+        self.rss_samples: list[tuple[int, float]] = []
 
     def activities(self) -> list:
         from temporalio import activity
@@ -103,6 +107,8 @@ class FakeLoopActivities:
         @activity.defn(name="record")
         async def record(request: RecordInput) -> RecordResult:
             self.records += 1
+            if self.rss_every and request.index == 0 and request.iteration % self.rss_every == 0:
+                self.rss_samples.append((request.iteration, rss_mib()))
             return RecordResult(attempt_id=self.records, created=True)
 
         @activity.defn(name="record_run")
@@ -136,7 +142,7 @@ async def soak(args: argparse.Namespace) -> int:
             server = stack.enter_context(DevServer(db_path=home / "temporal.db", log_path=home / "temporal.log"))
             client = await server.connect()
             where = f"dev server {server.address} (SQLite)"
-        fakes = FakeLoopActivities()
+        fakes = FakeLoopActivities(rss_every=max(1, args.iterations // 10))
         propose, evaluate, record, record_run = fakes.activities()
         queue, evaluate_queue = f"soak-{uuid.uuid4().hex[:8]}", f"soak-eval-{uuid.uuid4().hex[:8]}"
         compact = Compactor(settings).compact
@@ -185,4 +191,6 @@ async def soak(args: argparse.Namespace) -> int:
     print(f"  events/segment     min {min(events)}  mean {sum(events) / len(events):.0f}  max {max(events)}")
     print(f"  history/segment    max {max(sizes) / 1e6:.2f} MB  (server suggests continue-as-new at 4 MB / 4096 events)")
     print(f"  worker RSS         start {rss_start:.0f} MiB  end {rss_end:.0f} MiB")
+    samples = "  ".join(f"{iteration}:{rss:.0f}" for iteration, rss in fakes.rss_samples)
+    print(f"  RSS by iteration   {samples} (MiB)")
     return 0

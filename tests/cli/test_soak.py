@@ -34,6 +34,10 @@ async def test_a_short_soak_runs_in_bounded_segments(temporal_server):  # noqa: 
     assert 0 < events[0] <= events[-1] < 1500, events
     start, end = (float(n) for n in re.findall(r"([\d.]+) MiB", figure(output, "worker RSS")))
     assert start > 0 and end > 0
+    # Sampled every tenth of the run (every 2nd iteration of 25), in order.
+    samples = re.findall(r"(\d+):([\d.]+)", figure(output, "RSS by iteration"))
+    assert [int(iteration) for iteration, _ in samples] == list(range(2, 25, 2)), samples
+    assert all(float(rss) > 0 for _, rss in samples)
 
 
 def test_soak_refuses_impossible_sizes():
