@@ -28,3 +28,21 @@ def write_config(source: str, filename: str, point: dict[str, Any], knobs: Itera
     lines = [f"    {name!r}: {point[name]!r},".replace("'", '"') for name in knobs]
     literal = "CONFIG = {\n" + "\n".join(lines) + "\n}\n"
     return CONFIG_PATTERN.sub(lambda _: literal, source, count=1)
+
+
+def knob_problems(point: dict[str, Any], space: dict[str, tuple]) -> list[str]:
+    """Why ``point`` is not a point of ``space`` (knob name -> allowed values); empty when it is.
+
+    Only membership: a problem's own ``validate`` adds its resource limits on top.
+    """
+    problems = []
+    missing = sorted(set(space) - set(point))
+    unknown = sorted(set(point) - set(space))
+    if missing:
+        problems.append(f"missing knobs: {missing}")
+    if unknown:
+        problems.append(f"unknown knobs: {unknown}")
+    for name, allowed in space.items():
+        if name in point and point[name] not in allowed:
+            problems.append(f"{name}={point[name]!r} is not one of {list(allowed)}")
+    return problems

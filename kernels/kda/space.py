@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import read_config, write_config
+from kernels.config_source import knob_problems, read_config, write_config
 
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 
@@ -58,16 +58,7 @@ def state_registers(point: dict[str, Any]) -> int:
 
 def validate(point: dict[str, Any]) -> list[str]:
     """Why ``point`` is not a valid configuration; an empty list when it is."""
-    problems = []
-    missing = sorted(set(SPACE) - set(point))
-    unknown = sorted(set(point) - set(SPACE))
-    if missing:
-        problems.append(f"missing knobs: {missing}")
-    if unknown:
-        problems.append(f"unknown knobs: {unknown}")
-    for knob, allowed in SPACE.items():
-        if knob in point and point[knob] not in allowed:
-            problems.append(f"{knob}={point[knob]!r} not in {allowed}")
+    problems = knob_problems(point, SPACE)
     if problems:
         return problems
     shared = scan_shared_memory_estimate(point)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import read_config, write_config
+from kernels.config_source import knob_problems, read_config, write_config
 
 _DECODE_PATH = Path(__file__).with_name("decode.py")
 
@@ -54,16 +54,7 @@ def accumulator_registers(point: dict[str, Any]) -> int:
 
 def validate(point: dict[str, Any]) -> list[str]:
     """Reasons the point is not a valid configuration; empty when it is."""
-    problems = []
-    missing = sorted(set(SPACE) - set(point))
-    unknown = sorted(set(point) - set(SPACE))
-    if missing:
-        problems.append(f"missing knobs: {missing}")
-    if unknown:
-        problems.append(f"unknown knobs: {unknown}")
-    for name, allowed in SPACE.items():
-        if name in point and point[name] not in allowed:
-            problems.append(f"{name}={point[name]!r} is not one of {list(allowed)}")
+    problems = knob_problems(point, SPACE)
     if problems:
         return problems
     smem = shared_memory_estimate(point)

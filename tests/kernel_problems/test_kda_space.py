@@ -40,7 +40,7 @@ def test_default_is_the_kernel_config_and_valid():
 
 def test_validate_names_what_is_wrong():
     point = dict(space.DEFAULT, chunk=48)
-    assert space.validate(point) == ["chunk=48 not in (16, 32, 64)"]
+    assert space.validate(point) == ["chunk=48 is not one of [16, 32, 64]"]
     assert space.validate({"chunk": 32}) and "missing knobs" in space.validate({"chunk": 32})[0]
     assert "unknown knobs: ['colour']" in space.validate(dict(space.DEFAULT, colour=1))
     heavy = dict(space.DEFAULT, chunk=64, inter_dtype="float32", scan_num_stages=3)
