@@ -25,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.types import (
-        BestKernel,
         Candidate,
         CompactInput,
         CompactResult,

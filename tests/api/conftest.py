@@ -5,7 +5,6 @@ stand-in workflow on a task queue of the test's own."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import socket
 import uuid
@@ -23,40 +22,18 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from api.main import create_app
 from marathon.settings import Settings
 from store import repository
-from store.db import dispose_engine, session_scope
+from store.db import session_scope
+from tests.databases import KINDS, empty_database
 from workflows.search_attributes import ALL_KEYS
 
-POSTGRES_URL = os.environ.get("MARATHON_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 UI_URL = "http://temporal-ui.test:8233"
 
 
-def _postgres_admin():
-    import psycopg
-
-    try:
-        return psycopg.connect(
-            POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://"), autocommit=True, connect_timeout=3
-        )
-    except psycopg.OperationalError as error:
-        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=KINDS)
 def database_url(request, tmp_path):
     """An empty database; the API's lifespan migrates it."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'api.db'}"
+    with empty_database(request.param, tmp_path) as url:
         yield url
-        dispose_engine(url)
-        return
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with _postgres_admin() as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    yield url
-    dispose_engine(url)
-    with _postgres_admin() as admin:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest_asyncio.fixture(scope="session")

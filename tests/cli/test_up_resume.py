@@ -3,7 +3,6 @@ home finishes the run that was in flight: the dev server's SQLite kept the workf
 workers pick it up, and no iteration is recorded twice."""
 
 import signal
-import time
 
 from marathon.cli import main
 from tests.cli.stack import descendants, listening_addresses, new_stack, still_alive, wait_for

@@ -4,7 +4,6 @@ import ast
 import importlib.util
 
 import pytest
-import torch
 
 from kernels.mla import decode, space
 from kernels.mla.definition import PROBLEM, make_inputs

@@ -21,7 +21,6 @@ import pytest
 from activities.record import Recorder
 from store.db import dispose_engine, upgrade
 from tests.loop_fixtures import loop_input, loop_workers, unique_queue
-from tests.reliability.crash_scoring import score
 from tests.reliability.private_postgres import PrivatePostgres, missing_reason
 from tests.reliability.test_crashes import (
     CANDIDATES,

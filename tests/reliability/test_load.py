@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-import uuid
 
 import httpx
 import pytest
