@@ -1,5 +1,5 @@
 """Load: 20 concurrent runs on one in-process stack (real API in a thread, real workflow worker,
-fast same-name fake evaluator, real store on SQLite, real dev server), while a client polls the
+fast same-name fake evaluator, real store on SQLite and on PostgreSQL, real dev server), while a client polls the
 API. Prints iterations per second and the API's p50/p99 latency (figures, not assertions:
 timing belongs to measurements). Asserts that every run completes with each of its attempts
 recorded once, and that progress was fair: when the first run finished, every run had
@@ -17,7 +17,8 @@ import pytest
 from activities.record import Recorder
 from marathon.settings import Settings
 from store import repository
-from store.db import dispose_engine, session_scope
+from store.db import session_scope
+from tests.databases import KINDS, empty_database
 from tests.loop_fixtures import FakeLoop, loop_workers, unique_queue
 from tests.reliability.crash_scoring import score
 from tests.reliability.threaded_api import ThreadedApi
@@ -25,9 +26,16 @@ from tests.reliability.threaded_api import ThreadedApi
 RUNS, ITERATIONS, CANDIDATES = 20, 10, 2
 
 
+@pytest.fixture(params=KINDS)
+def database_url(request, tmp_path):
+    """An empty database; the API's lifespan migrates it."""
+    with empty_database(request.param, tmp_path) as url:
+        yield url
+
+
 @pytest.mark.slow
-async def test_twenty_concurrent_runs_progress_fairly(temporal_client, temporal_server, tmp_path):
-    url = f"sqlite:///{tmp_path / 'load.db'}"
+async def test_twenty_concurrent_runs_progress_fairly(temporal_client, temporal_server, tmp_path, database_url):
+    url = database_url
     queue = unique_queue("load")
     settings = Settings(
         _env_file=None, home=tmp_path / "home", MARATHON_DATABASE_URL=url, temporal_address=temporal_server.address,
@@ -75,11 +83,10 @@ async def test_twenty_concurrent_runs_progress_fairly(temporal_client, temporal_
                     counts[run_id] = sorted((a["iteration"], a["index"]) for a in data)
     finally:
         await asyncio.to_thread(api.__exit__, None, None, None)
-        dispose_engine(url)
     ordered = sorted(latencies)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-    print(f"\nload: {RUNS} runs x {ITERATIONS} iterations x {CANDIDATES} candidates in {wall:.1f} s = "
+    print(f"\nload ({url.split(':')[0]}): {RUNS} runs x {ITERATIONS} iterations x {CANDIDATES} candidates in {wall:.1f} s = "
           f"{RUNS * ITERATIONS / wall:.2f} it/s; API {len(ordered)} requests p50 {p50 * 1000:.1f} ms p99 {p99 * 1000:.1f} ms; "
           f"progress of all runs when the first finished: min {min(first_done_progress.values())} max {max(first_done_progress.values())}")
     assert all(s["status"] == "completed" and s["iteration"] == ITERATIONS for s in states.values()), states
