@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib.abc
+import os
 import statistics
 import sys
 import threading
@@ -53,7 +54,7 @@ LAUNCH_ATEN = frozenset({"_to_copy", "lift_fresh", "_local_scalar_dense", "set_"
 REFUSED_AUDIT_PREFIXES = (
     "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
     "os.kill", "os.killpg", "os.putenv", "os.unsetenv", "socket.", "ctypes.", "gc.get_", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread",
-    "mmap.", "cpython.", "os.chdir", "os.remove", "os.rename", "os.rmdir", "shutil.", "urllib.",
+    "mmap.", "cpython.", "os.chdir", "os.remove", "os.rename", "os.rmdir", "os.symlink", "os.link", "shutil.", "urllib.",
     "http.", "webbrowser.", "pty.", "code.", "object.__setattr__", "object.__delattr__", "exec", "compile",
     "import",
 )
@@ -61,6 +62,13 @@ ALLOWED_WHILE_LAUNCHING = ("subprocess.", "os.posix_spawn", "os.exec", "os.fork"
                            "os.unsetenv",
                            "import", "os.remove", "os.rename", "shutil.", "object.__setattr__", "mmap.",
                            "ctypes.", "sys._getframe", "os.chdir", "os.rmdir")
+
+
+# Audit events that change a file or directory, with the index of the path among their arguments.
+# Outside a Triton launch (whose compiler writes its cache) they may touch only the sandbox's own
+# directory: a candidate may not plant files in the shared Triton cache or anywhere else.
+WRITE_EVENTS = {"os.mkdir": 0, "os.truncate": 0, "os.chmod": 0, "os.chown": 0, "os.utime": 0}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
 class PolicyViolation(RuntimeError):
@@ -76,6 +84,7 @@ class GuardState:
     own_launches: int = 0
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     allow_exec: int = 0
+    writable_root: str = ""  # the sandbox's directory (HOME and TMPDIR); "" = no file checks
 
     def violate(self, message: str) -> PolicyViolation:
         if message not in self.violations:
@@ -120,6 +129,10 @@ def _audit(event: str, args: tuple) -> None:
         filename = getattr(args[0], "co_filename", "<?>") if args else "<?>"
         if not filename.startswith("<") and filename != STATE.candidate_file:
             return
+    if event == "open" or event in WRITE_EVENTS:
+        if not STATE.launching:
+            _check_write(event, args)
+        return
     if STATE.launching and event.startswith(ALLOWED_WHILE_LAUNCHING):
         return
     if event in ("object.__setattr__", "object.__delattr__"):
@@ -130,6 +143,73 @@ def _audit(event: str, args: tuple) -> None:
             return
     if event.startswith(REFUSED_AUDIT_PREFIXES):
         raise STATE.violate(f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)")
+
+
+def _check_write(event: str, args: tuple) -> None:
+    """Refuse a write (an ``open`` for writing, or a change to a path) outside the sandbox."""
+    if not STATE.writable_root or not args:
+        return
+    if event == "open":
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 else 0
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if not writes:
+            return
+        path = args[0]
+    else:
+        path = args[WRITE_EVENTS[event]]
+    _check_path(event, path)
+
+
+def _check_path(what: str, path: Any) -> None:
+    """Refuse ``what`` on ``path`` unless the path lies inside the sandbox's directory."""
+    if not STATE.writable_root or isinstance(path, int) or path is None:
+        return  # an already open descriptor: its opening was checked
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return  # a file object: opened through ``open``, which the audit hook checked
+    try:
+        where = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        where = str(path)
+    root = STATE.writable_root
+    if where == root or where.startswith(root + os.sep) or where == os.devnull:
+        return
+    raise STATE.violate(
+        f"refused at run time: {what} of {where} for writing (a candidate may write only inside its sandbox directory)"
+    )
+
+
+def _guard_torch_file_writers() -> None:
+    """torch writes files from C++, where no audit event fires: check the path on the way in.
+
+    Covers ``torch.save`` and every zip writer (``torch._C.PyTorchFileWriter``), and storages
+    mapped from a file with ``shared=True`` (writes go back to the file).
+    """
+    writer = torch._C.PyTorchFileWriter
+
+    class CheckedFileWriter(writer):
+        def __init__(self, file, *args, **kwargs):
+            if STATE.active and not STATE.launching:
+                _check_path("torch file writer", file)
+            super().__init__(file, *args, **kwargs)
+
+    torch._C.PyTorchFileWriter = CheckedFileWriter
+
+    def checked_from_file(from_file, what):
+        def from_file_checked(filename, shared=None, *args, **kwargs):
+            if STATE.active and not STATE.launching and shared:
+                _check_path(what, filename)
+            return from_file(filename, shared, *args, **kwargs)
+
+        return from_file_checked
+
+    torch.from_file = checked_from_file(torch.from_file, "torch.from_file(shared=True)")
+    storage_from_file = torch.UntypedStorage.from_file
+    torch.UntypedStorage.from_file = staticmethod(
+        checked_from_file(storage_from_file, "UntypedStorage.from_file(shared=True)")
+    )
 
 
 class _RefuseKernelLibraries(importlib.abc.MetaPathFinder):
@@ -258,6 +338,7 @@ def install(candidate_file: str) -> None:
     """Install the process-wide hooks (inactive until ``guarded()``); idempotent."""
     global _installed
     STATE.candidate_file = candidate_file
+    STATE.writable_root = os.path.realpath(os.path.dirname(candidate_file))
     if _installed:
         return
     import triton.runtime.jit as jit
@@ -276,6 +357,7 @@ def install(candidate_file: str) -> None:
     # the candidate's first call.
     with _RefuseDispatch():
         torch.empty(1).view(-1)
+    _guard_torch_file_writers()
     sys.meta_path.insert(0, _RefuseKernelLibraries())
     sys.addaudithook(_audit)
     _installed = True

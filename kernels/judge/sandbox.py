@@ -83,6 +83,8 @@ class Sandbox:
             code = compile(source, self.candidate_file, "exec")
         except SyntaxError as error:
             raise Reject("compile_error", f"line {error.lineno}: SyntaxError: {error.msg}: {(error.text or '').strip()}") from None
+        if self.device == "cuda":
+            self._warm_triton_driver()
         self.guards.install(self.candidate_file)
         self.snapshot = self.guards.watched_functions()
         module = types.ModuleType("candidate")
@@ -106,6 +108,19 @@ class Sandbox:
         if not callable(kernel):
             raise Reject("compile_error", "the candidate must define a function kernel(**inputs)")
         self.kernel = kernel
+
+    @staticmethod
+    def _warm_triton_driver() -> None:
+        """Triton builds its driver helpers on first use and writes them to its cache. Outside
+        a launch the guards refuse writes outside the sandbox, so build them now: an honest
+        candidate that asks for device properties in host code must not be charged with it."""
+        try:
+            import triton
+
+            driver = triton.runtime.driver.active
+            driver.utils.get_device_properties(driver.get_current_device())
+        except Exception:  # a nicety: the first launch builds them anyway
+            pass
 
     # calling -------------------------------------------------------------------
     def check_policy(self, when: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -87,3 +88,14 @@ def test_fake_report_on_stdout_is_ignored(verdicts):
 def test_compile_error_keeps_line_and_message(verdicts):
     message = verdicts["syntax_error"].message
     assert "line 33" in message and "expected ':'" in message
+
+
+def test_refused_writes_leave_nothing_behind(verdicts):
+    """The write is refused before it happens: no planted cache entry, no file outside the sandbox."""
+    from kernels.judge.runner import child_env
+
+    cache = Path(child_env("/nonexistent", "cpu")["TRITON_CACHE_DIR"])
+    assert verdicts["backdoor_cache_plant"].status == "forbidden"
+    assert verdicts["backdoor_torch_save"].status == "forbidden"
+    assert not [p for p in cache.glob("*/planted.cubin")] + [p for p in cache.glob("*/tmp.*/planted.cubin")]
+    assert not Path("/tmp/marathon-judge-escape-torch-save.pt").exists()
