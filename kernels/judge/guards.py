@@ -163,7 +163,7 @@ def _check_write(event: str, args: tuple) -> None:
     _check_path(event, path)
 
 
-def _check_path(what: str, path: Any) -> None:
+def _check_path(what: str, path: Any, access: str = "writing") -> None:
     """Refuse ``what`` on ``path`` unless the path lies inside the sandbox's directory."""
     if not STATE.writable_root or isinstance(path, int) or path is None:
         return  # an already open descriptor: its opening was checked
@@ -177,39 +177,44 @@ def _check_path(what: str, path: Any) -> None:
     if where == root or where.startswith(root + os.sep) or where == os.devnull:
         return
     raise STATE.violate(
-        f"refused at run time: {what} of {where} for writing (a candidate may write only inside its sandbox directory)"
+        f"refused at run time: {what} of {where} for {access} (a candidate may {'write' if access == 'writing' else 'read'} "
+        "files only inside its sandbox directory)"
     )
 
 
-def _guard_torch_file_writers() -> None:
-    """torch writes files from C++, where no audit event fires: check the path on the way in.
+def _guard_torch_files() -> None:
+    """torch reads and writes files from C++, where no audit event fires: check the path on the
+    way in. A kernel has no use for files, and the worker's user may own secrets on disk.
 
-    Covers ``torch.save`` and every zip writer (``torch._C.PyTorchFileWriter``), and storages
-    mapped from a file with ``shared=True`` (writes go back to the file).
+    Covers ``torch.save`` and ``torch.load`` (every zip writer and reader:
+    ``torch._C.PyTorchFileWriter``/``PyTorchFileReader``) and storages mapped from a file
+    (``torch.from_file``, ``UntypedStorage.from_file``; with ``shared=True`` writes go back).
     """
-    writer = torch._C.PyTorchFileWriter
 
-    class CheckedFileWriter(writer):
-        def __init__(self, file, *args, **kwargs):
-            if STATE.active and not STATE.launching:
-                _check_path("torch file writer", file)
-            super().__init__(file, *args, **kwargs)
+    def checked_class(base, what, access):
+        class Checked(base):
+            def __init__(self, file, *args, **kwargs):
+                if STATE.active and not STATE.launching:
+                    _check_path(what, file, access)
+                super().__init__(file, *args, **kwargs)
 
-    torch._C.PyTorchFileWriter = CheckedFileWriter
+        Checked.__name__ = Checked.__qualname__ = base.__name__
+        return Checked
+
+    torch._C.PyTorchFileWriter = checked_class(torch._C.PyTorchFileWriter, "torch file writer", "writing")
+    torch._C.PyTorchFileReader = checked_class(torch._C.PyTorchFileReader, "torch file reader", "reading")
 
     def checked_from_file(from_file, what):
         def from_file_checked(filename, shared=None, *args, **kwargs):
-            if STATE.active and not STATE.launching and shared:
-                _check_path(what, filename)
+            if STATE.active and not STATE.launching:
+                _check_path(what, filename, "writing" if shared else "reading")
             return from_file(filename, shared, *args, **kwargs)
 
         return from_file_checked
 
-    torch.from_file = checked_from_file(torch.from_file, "torch.from_file(shared=True)")
+    torch.from_file = checked_from_file(torch.from_file, "torch.from_file")
     storage_from_file = torch.UntypedStorage.from_file
-    torch.UntypedStorage.from_file = staticmethod(
-        checked_from_file(storage_from_file, "UntypedStorage.from_file(shared=True)")
-    )
+    torch.UntypedStorage.from_file = staticmethod(checked_from_file(storage_from_file, "UntypedStorage.from_file"))
 
 
 class _RefuseKernelLibraries(importlib.abc.MetaPathFinder):
@@ -357,7 +362,7 @@ def install(candidate_file: str) -> None:
     # the candidate's first call.
     with _RefuseDispatch():
         torch.empty(1).view(-1)
-    _guard_torch_file_writers()
+    _guard_torch_files()
     sys.meta_path.insert(0, _RefuseKernelLibraries())
     sys.addaudithook(_audit)
     _installed = True

@@ -99,3 +99,5 @@ def test_refused_writes_leave_nothing_behind(verdicts):
     assert verdicts["backdoor_torch_save"].status == "forbidden"
     assert not [p for p in cache.glob("*/planted.cubin")] + [p for p in cache.glob("*/tmp.*/planted.cubin")]
     assert not Path("/tmp/marathon-judge-escape-torch-save.pt").exists()
+    assert verdicts["backdoor_read_file"].status == "forbidden"
+    assert "leaked" not in verdicts["backdoor_read_file"].output_tail  # refused before it could print
