@@ -164,7 +164,7 @@ class Sandbox:
         where = self._candidate_line(cause)
         text = f"{type(cause).__name__}: {str(cause).strip()}"
         # The interpreter's tl.device_assert is a plain assert with the user's message: a run-time check.
-        if isinstance(cause, self.FRONT_END_ERRORS) and "device_assert" not in (where or ""):
+        if isinstance(cause, self.FRONT_END_ERRORS) and "device_assert" not in where:
             return Reject("compile_error",
                           f"Triton kernel does not compile{where}: {text[:3000]} "
                           "(found by the Triton interpreter on the CPU)")

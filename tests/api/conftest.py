@@ -23,17 +23,16 @@ from api.main import create_app
 from marathon.settings import Settings
 from store import repository
 from store.db import session_scope
-from tests.databases import KINDS, empty_database
+from tests.databases import empty_database_url  # noqa: F401  (fixture)
 from workflows.search_attributes import ALL_KEYS
 
 UI_URL = "http://temporal-ui.test:8233"
 
 
-@pytest.fixture(params=KINDS)
-def database_url(request, tmp_path):
+@pytest.fixture
+def database_url(empty_database_url):  # noqa: F811
     """An empty database; the API's lifespan migrates it."""
-    with empty_database(request.param, tmp_path) as url:
-        yield url
+    return empty_database_url
 
 
 @pytest_asyncio.fixture(scope="session")

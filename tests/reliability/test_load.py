@@ -18,7 +18,7 @@ from activities.record import Recorder
 from marathon.settings import Settings
 from store import repository
 from store.db import session_scope
-from tests.databases import KINDS, empty_database
+from tests.databases import empty_database_url  # noqa: F401  (fixture)
 from tests.loop_fixtures import FakeLoop, loop_workers, unique_queue
 from tests.reliability.crash_scoring import score
 from tests.reliability.threaded_api import ThreadedApi
@@ -26,16 +26,9 @@ from tests.reliability.threaded_api import ThreadedApi
 RUNS, ITERATIONS, CANDIDATES = 20, 10, 2
 
 
-@pytest.fixture(params=KINDS)
-def database_url(request, tmp_path):
-    """An empty database; the API's lifespan migrates it."""
-    with empty_database(request.param, tmp_path) as url:
-        yield url
-
-
 @pytest.mark.slow
-async def test_twenty_concurrent_runs_progress_fairly(temporal_client, temporal_server, tmp_path, database_url):
-    url = database_url
+async def test_twenty_concurrent_runs_progress_fairly(temporal_client, temporal_server, tmp_path, empty_database_url):  # noqa: F811
+    url = empty_database_url  # the API's lifespan migrates it
     queue = unique_queue("load")
     settings = Settings(
         _env_file=None, home=tmp_path / "home", MARATHON_DATABASE_URL=url, temporal_address=temporal_server.address,
