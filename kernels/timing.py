@@ -64,6 +64,30 @@ class L2Flusher:
         self.buffer.zero_()
 
 
+def timed_call(fn: Callable[[], Any], device: str, flusher: "L2Flusher | None" = None) -> tuple[Any, float, float]:
+    """One call of ``fn()``: (its output, event ms, synchronized wall ms).
+
+    On a GPU the L2 cache is flushed and the device synchronized first, events bracket the
+    call and the wall clock includes a device-wide synchronize (work left on another stream
+    is counted there). On the CPU both times are the wall clock.
+    """
+    if device != "cuda":
+        start = time.perf_counter()
+        out = fn()
+        elapsed = (time.perf_counter() - start) * 1e3
+        return out, elapsed, elapsed
+    if flusher is not None:
+        flusher()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    start.record()
+    out = fn()
+    end.record()
+    torch.cuda.synchronize()
+    return out, start.elapsed_time(end), (time.perf_counter() - t0) * 1e3
+
+
 def time_interleaved(
     providers: dict[str, Callable[..., Any]],
     input_sets: Sequence[dict[str, Any]],

@@ -1,35 +1,196 @@
-"""What gets called with what: the input plan shared by the sandbox and the referee.
+"""What gets called with what: the judgement's plan, drawn in the caller from a secret RNG.
 
-Both processes rebuild the same inputs from the same seeds (``make_inputs`` is
-deterministic per seed), so the reference never needs to travel to the candidate's
-process and the candidate's outputs are the only thing that travels back.
+The plan is the one list of calls whose outputs the referee must see; the referee refuses a
+verdict while any of them is missing. The caller holds it and streams it to the candidate's
+process one call at a time, so that process never learns the seeds, regimes, cuts or shapes
+of calls still to come, and nothing it says can add, drop or rename a check.
 
-Output keys, per shape index ``j``:
-- ``v{j}/seed{i}``: verify shape j, seed i;
-- ``v{j}/ptr``: the buffers of seed 0 refilled with seed 1's values (catches caching by
+Checked calls (``Call``), per verify shape ``j``:
+- ``v{j}/seed{i}``: seed i, in a regime drawn from the problem's input regimes;
+- ``v{j}/ptr``: the buffers of ``v{j}/seed0`` refilled with seed 1's values (caching by
   address); reference: seed 1;
-- ``v{j}/causal{k}``: seed 0 with inputs at and after position ``t`` replaced by those of
-  perturbation seed k; outputs before ``t`` must stay those of seed 0 (up to rounding);
-- ``b{j}/recheck``: bench shape j, bench seed 0, called after timing (state drift);
-- ``b{j}/timed{k}@{i}``: outputs kept from timed calls whose buffers held bench seed i (the
-  sandbox refills set 0's buffers with set 1's values at one random timed call).
+- ``v{j}/causal{k}``: seed 0 with every causal input at and after a random cut replaced by
+  another draw; the whole output is compared with the reference of those perturbed inputs,
+  and the part before the cut with the candidate's own ``v{j}/seed0`` (information must not
+  flow backwards, up to rounding);
+- ``b{j}/recheck``: bench shape j, called after its timing (state drift).
+
+Timed calls (``Bench``): per bench shape, batches alternate between the candidate and the
+trusted baseline; every output of every timed candidate call is compared through a random
+projection (``digest``) whose seed the candidate's process learns only when its batch starts.
 """
 
 from __future__ import annotations
 
+import random
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernels.problem import Problem
 
+PERTURBATIONS = 2   # causality cuts per verify shape
+DIGESTS = 2         # random projections per timed output
+BATCH_CALLS = 5     # timed calls per batch (per provider)
 
-def causal_cut(problem: Problem, shape: tuple[int, ...]) -> int | None:
-    """Position ``t`` of the causality check, or None (not causal, or too short)."""
+
+@dataclass
+class Call:
+    """One checked call of the candidate; ``key`` names its output."""
+
+    key: str
+    shape: list[int]
+    seed: int
+    regime: str = "default"
+    reuse: str | None = None          # refill the input buffers of this earlier call
+    perturb: dict[str, Any] | None = None  # {"cut": t, "seed": s, "regime": r}
+    base: str | None = None           # causality: the call whose outputs before the cut must hold
+    when: str = ""                    # for messages: what this call checks
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Batch:
+    """``calls`` timed calls on input slot ``slot``, which holds bench seed ``holds``."""
+
+    slot: int
+    holds: int
+    calls: int
+    digest_seed: int
+    candidate_first: bool
+
+
+@dataclass
+class Bench:
+    index: int
+    shape: list[int]
+    seeds: list[int]
+    regime: str
+    batches: list[Batch]
+    recheck: Call
+    graph: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    checks: list[Call]
+    bench: list[Bench]
+    warmup: int
+    digests: int = DIGESTS
+    shapes: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    @property
+    def expected_keys(self) -> list[str]:
+        return [c.key for c in self.checks] + [b.recheck.key for b in self.bench]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checks": [c.to_dict() for c in self.checks], "bench": [b.to_dict() for b in self.bench],
+                "warmup": self.warmup, "digests": self.digests, "shapes": self.shapes}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        bench = []
+        for item in data["bench"]:
+            item = dict(item)
+            item["batches"] = [Batch(**b) for b in item["batches"]]
+            item["recheck"] = Call(**item["recheck"])
+            bench.append(Bench(**item))
+        return cls(checks=[Call(**c) for c in data["checks"]], bench=bench, warmup=data["warmup"],
+                   digests=data.get("digests", DIGESTS), shapes=data.get("shapes", {}))
+
+
+def regimes_of(problem: Problem) -> tuple[str, ...]:
+    return tuple(getattr(problem, "regimes", None) or ("default",))
+
+
+def draw_shapes(problem: Problem, which: str, rng: random.Random) -> tuple[tuple[int, ...], ...]:
+    """The named shape set, each shape drawn from its family where the problem has one."""
+    draw = getattr(problem, "draw_shapes", None)
+    if draw is not None and getattr(problem, "vary_shape", None) is not None:
+        return tuple(tuple(int(n) for n in s) for s in draw(which, rng))
+    return tuple(tuple(s) for s in problem.shape_set(which))
+
+
+def causal_length(problem: Problem, shape: tuple[int, ...]) -> int | None:
     if problem.causal is None:
         return None
-    length = shape[problem.dims.index(problem.causal.dim)]
-    if length < 2:
-        return None
-    return min(length - 1, length // 2 + 1)
+    return shape[problem.dims.index(problem.causal.dim)]
+
+
+def _seed(rng: random.Random) -> int:
+    return rng.randrange(1, 2**62)
+
+
+def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
+          graph_shapes: tuple[tuple[int, ...], ...] = ()) -> Plan:
+    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and digest seeds."""
+    regimes = regimes_of(problem)
+    offset = rng.randrange(len(regimes))
+    verify = draw_shapes(problem, "cpu" if cpu else "verify", rng)
+    bench_shapes = tuple(tuple(s) for s in problem.shape_set("cpu" if cpu else "bench"))
+    checks: list[Call] = []
+    turn = 0
+    for j, shape in enumerate(verify):
+        label = problem.describe_shape(shape)
+        shape_list = list(shape)
+        drawn = []
+        for i in range(max(seeds, 2)):
+            regime = regimes[(offset + turn) % len(regimes)]
+            turn += 1
+            call = Call(f"v{j}/seed{i}", shape_list, _seed(rng), regime, when=f"at {label}, {regime} inputs")
+            drawn.append(call)
+            checks.append(call)
+        first, second = drawn[0], drawn[1]
+        checks.append(Call(f"v{j}/ptr", shape_list, second.seed, second.regime, reuse=first.key,
+                           when=f"at {label}, {first.key}'s buffers refilled with new inputs: cached by address?"))
+        length = causal_length(problem, shape)
+        if length is not None and length >= 2:
+            cuts = sorted({rng.randrange(1, length) for _ in range(PERTURBATIONS)})
+            for k, cut in enumerate(cuts):
+                checks.append(Call(f"v{j}/causal{k}", shape_list, first.seed, first.regime,
+                                   perturb={"cut": cut, "seed": _seed(rng), "regime": first.regime},
+                                   base=first.key,
+                                   when=f"at {label}, inputs at {problem.causal.dim} >= {cut} changed"))
+    bench: list[Bench] = []
+    batch_count = max(1, -(-reps // BATCH_CALLS))
+    for j, shape in enumerate(bench_shapes):
+        seeds_j = [_seed(rng), _seed(rng)]
+        batches = []
+        left = reps
+        for b in range(batch_count):
+            calls = min(BATCH_CALLS, left)
+            left -= calls
+            slot = b % 2
+            # Slot 0's buffers hold seed 1 instead of seed 0 in some batches (and slot 1 the
+            # other way round), unknown in advance: a result cached by address comes back stale.
+            holds = slot if rng.random() < 0.5 or b < 2 else 1 - slot
+            batches.append(Batch(slot, holds, calls, _seed(rng), candidate_first=bool(b % 2)))
+        label = problem.describe_shape(shape)
+        recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
+                       when=f"at {label}, called again after timing: correct before, wrong after?")
+        bench.append(Bench(j, list(shape), seeds_j, "default", batches, recheck, graph=shape in graph_shapes))
+    return Plan(checks, bench, warmup, shapes={"verify": [list(s) for s in verify],
+                                                 "bench": [list(s) for s in bench_shapes]})
+
+
+def make_inputs(problem: Problem, shape, seed: int, regime: str, device: str, dtype: str) -> dict[str, Any]:
+    """The problem's inputs, passing the regime only where the problem knows regimes."""
+    if regime == "default" and regimes_of(problem) == ("default",):
+        return problem.make_inputs(tuple(shape), seed, device, dtype)
+    return problem.make_inputs(tuple(shape), seed, device, dtype, regime=regime)
+
+
+def inputs_of(problem: Problem, call: Call, device: str, dtype: str) -> dict[str, Any]:
+    """The inputs of a checked call, perturbation included (the same in both processes)."""
+    inputs = make_inputs(problem, call.shape, call.seed, call.regime, device, dtype)
+    if call.perturb:
+        other = make_inputs(problem, call.shape, call.perturb["seed"], call.perturb["regime"], device, dtype)
+        perturb_after(problem, inputs, other, call.perturb["cut"])
+    return inputs
 
 
 def perturb_after(problem: Problem, inputs: dict[str, Any], other: dict[str, Any], cut: int) -> None:
@@ -40,20 +201,16 @@ def perturb_after(problem: Problem, inputs: dict[str, Any], other: dict[str, Any
         tensor.narrow(axis, cut, length).copy_(other[name].narrow(axis, cut, length))
 
 
-def reference_key(key: str, seeds: list[int], bench_seeds: list[int]) -> tuple[str, int] | None:
-    """(shape set, seed) whose reference output ``key`` must match; None for the causal check."""
-    group, _, check = key.partition("/")
-    if check.startswith("seed"):
-        return group, seeds[int(check[4:])]
-    if check == "ptr":
-        return group, seeds[1]
-    if check == "recheck":
-        return group, bench_seeds[0]
-    if check.startswith("timed"):
-        return group, bench_seeds[int(check.partition("@")[2] or 0)]
-    return None
+def projection(shape, digest_seed: int, k: int, device: str):
+    """The k-th random projection of a digest: standard normal, float64, drawn on ``device``."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed((int(digest_seed) + 7919 * k) % (2**63))
+    return torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32).double()
 
 
-def shape_of(problem: Problem, config: dict[str, Any], group: str) -> tuple[int, ...]:
-    shapes = config["verify"] if group[0] == "v" else config["bench"]
-    return tuple(shapes[int(group[1:])])
+def digest(out, digest_seed: int, count: int) -> list[float]:
+    """``count`` random projections of ``out`` (float64 sums): a cheap fingerprint of the whole
+    output that cannot be produced without the output itself."""
+    flat = out.detach().double()
+    return [float((flat * projection(out.shape, digest_seed, k, str(out.device))).sum()) for k in range(count)]

@@ -1,26 +1,33 @@
-"""The referee's process: the only place the reference output exists.
+"""The referee's process: trusted code only, the only place references and the baseline live.
 
-Runs trusted code only (the problem's factory and reference). It rebuilds the same inputs
-from the same seeds, computes the references, and compares the candidate outputs the
-sandbox saved: relative RMS in fp32 against the problem's tolerance, NaN/Inf, outputs that
-ignore their inputs, caching by address, causality, drift after timing. It also takes the
-device fingerprint. Commands arrive as JSON lines on stdin; answers go out on the
-nonce-framed pipe.
+It holds the judgement's whole plan (``plan.py``), builds every call's inputs from their
+seeds, computes the references, and judges each output the candidate's process saved: shape,
+NaN/Inf, relative RMS in fp32 against the problem's tolerance, outputs that ignore their
+inputs, caching by address, causality (the perturbed call against the reference of its own
+inputs, and its outputs before the cut against the candidate's unperturbed call), every
+timed output through its random-projection digests, drift after timing. It also times the
+baseline, in batches the caller interleaves with the candidate's, and takes the device
+fingerprint. It refuses a final verdict while any output of the plan is missing.
+Commands arrive as JSON lines on stdin; answers go out on the nonce-framed pipe.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import plan, protocol
+from kernels.judge import plan as planning, protocol
 from kernels.judge.report import JUDGE_VERSION
+
+DIGEST_SIGMAS = 6.0  # an honest output's digest moves by at most this many error norms
 
 
 class Referee:
@@ -35,17 +42,24 @@ class Referee:
         self.reference = self.problem.load_reference()
         self.device = config["device"]
         self.dtype = config["dtype"]
-        self.refs: dict[tuple[str, int], Any] = {}
+        self.plan = planning.Plan.from_dict(config["plan"])
+        self.calls = {c.key: c for c in self.plan.checks}
+        self.calls.update({b.recheck.key: b.recheck for b in self.plan.bench})
+        self.refs: dict[tuple, Any] = {}
+        self.outputs: dict[str, Any] = {}   # candidate outputs other checks refer to
+        self.judged: dict[str, bool] = {}
+        self.tolerance = float(self.problem.tolerance[self.dtype])
+        self.baseline = None
+        self.baseline_label = ""
+        self.baseline_note = ""
+        self.bench_sets: dict[int, list[dict[str, Any]]] = {}
+        self.flusher = None
 
-    def ref(self, group: str, seed: int):
-        key = (group, seed)
+    # references ------------------------------------------------------------------
+    def ref_of(self, call: planning.Call):
+        key = (tuple(call.shape), call.seed, call.regime, json.dumps(call.perturb, sort_keys=True))
         if key not in self.refs:
-            shape = plan.shape_of(self.problem, self.config, group)
-            for other, value in self.refs.items():  # same shape and seed under another group
-                if other[1] == seed and plan.shape_of(self.problem, self.config, other[0]) == shape:
-                    self.refs[key] = value
-                    return value
-            inputs = self.problem.make_inputs(shape, seed, self.device, self.dtype)
+            inputs = planning.inputs_of(self.problem, call, self.device, self.dtype)
             with self.torch.no_grad():
                 out = self.reference(**inputs)
             self.refs[key] = out.detach().float().cpu()
@@ -54,106 +68,210 @@ class Referee:
                 self.torch.cuda.empty_cache()
         return self.refs[key]
 
-    def precompute(self) -> None:
-        for j in range(len(self.config["verify"])):
-            for seed in self.config["seeds"]:
-                self.ref(f"v{j}", seed)
+    def precompute(self) -> dict[str, float]:
+        """Every checked call's reference; returns the slowest reference seconds per shape group."""
+        seconds: dict[str, float] = {}
+        for call in self.plan.checks:
+            start = time.perf_counter()
+            self.ref_of(call)
+            group = call.key.partition("/")[0]
+            seconds[group] = max(seconds.get(group, 0.0), time.perf_counter() - start)
+        return seconds
 
-    def judge(self, path: str, sha256: str) -> dict[str, Any]:
+    # comparing -------------------------------------------------------------------
+    def compare(self, key: str, path: str, sha256: str) -> dict[str, Any]:
+        call = self.calls.get(key)
+        if call is None:
+            return self.fail(key, "crashed", f"the candidate's process saved an output for {key!r}, which was not asked for")
         data = Path(path).read_bytes()
         if hashlib.sha256(data).hexdigest() != sha256:
-            return {"ok": False, "status": "crashed", "message": "candidate outputs changed on disk after they were reported"}
-        outputs = self.torch.load(path, weights_only=True)
-        errors: dict[str, float] = {}
-        seeds, bench_seeds = self.config["seeds"], self.config["bench_seeds"]
-        tolerance = self.tolerance()
-        failures: list[tuple[str, str]] = []
-        for key in sorted(outputs, key=_order):
-            out = outputs[key]
-            group, _, check = key.partition("/")
-            label = self.problem.describe_shape(plan.shape_of(self.problem, self.config, group))
-            if check.startswith("causal"):
-                failure, moved = self.causal(outputs, group, out, label, tolerance)
-                errors[key] = moved
-                if failure:
-                    failures.append(("incorrect", failure))
-                continue
-            target = plan.reference_key(key, seeds, bench_seeds)
-            if target is None:
-                continue
-            ref = self.ref(*target)
-            out = out.float()
-            if out.shape != ref.shape:
-                failures.append(("incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} at {label}"))
-                continue
-            bad = int((~self.torch.isfinite(out)).sum())
-            if bad:
-                errors[key] = float("inf")
-                failures.append(("incorrect", f"{bad} of {out.numel()} output values are NaN/Inf at {label} ({_what(check)}): "
-                                 "unwritten elements or overflow"))
-                continue
-            scale = float(ref.pow(2).mean().sqrt())
-            error = float((out - ref).pow(2).mean().sqrt()) / max(scale, 1e-30)
-            errors[key] = error
-            if error > tolerance:
-                failures.append(("incorrect", f"relative RMS error {error:.3e} > tolerance {tolerance:.1e} at {label} "
-                                 f"({_what(check)})"))
-        for j in range(len(self.config["verify"])):
-            first, second = outputs.get(f"v{j}/seed0"), outputs.get(f"v{j}/seed1")
-            if first is not None and second is not None and self.torch.equal(first, second) \
-                    and not self.torch.equal(self.ref(f"v{j}", seeds[0]), self.ref(f"v{j}", seeds[1])):
-                label = self.problem.describe_shape(plan.shape_of(self.problem, self.config, f"v{j}"))
-                failures.insert(0, ("incorrect", f"the output does not depend on the inputs at {label}: two different "
-                                    "inputs gave the same output (cached or constant)"))
-        verdict = {"ok": not failures, "errors": errors, "tolerance": tolerance}
-        if failures:
-            verdict["status"], verdict["message"] = failures[0]
-            if len(failures) > 1:
-                verdict["message"] += f" (and {len(failures) - 1} more failed checks)"
-        return verdict
+            return self.fail(key, "crashed", "candidate outputs changed on disk after they were reported")
+        loaded = self.torch.load(path, weights_only=True)
+        out = loaded.get(key) if isinstance(loaded, dict) else None
+        if not isinstance(out, self.torch.Tensor):
+            return self.fail(key, "incorrect", f"no output for {key} in what the candidate's process saved")
+        label = self.problem.describe_shape(tuple(call.shape))
+        what = call.when or key
+        ref = self.ref_of(call)
+        if tuple(out.shape) != tuple(ref.shape):
+            return self.fail(key, "incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
+        out = out.float()
+        bad = int((~self.torch.isfinite(out)).sum())
+        if bad:
+            return self.fail(key, "incorrect", f"{bad} of {out.numel()} output values are NaN/Inf {what}: "
+                             "unwritten elements or overflow", error=float("inf"))
+        error = self.relative_error(out, ref)
+        if error > self.tolerance:
+            return self.fail(key, "incorrect", f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}",
+                             error=error)
+        if call.base:
+            failure = self.causal(call, out, label)
+            if failure:
+                return self.fail(key, "incorrect", failure, error=error)
+        self.outputs[key] = out
+        if key.endswith("/seed1"):
+            failure = self.constant(key.rpartition("/")[0], label)
+            if failure:
+                return self.fail(key, "incorrect", failure, error=error)
+        self.judged[key] = True
+        return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
-    def tolerance(self) -> float:
-        shape = tuple(self.config["verify"][0])
-        return float(self.problem.tolerance[self.problem.output(shape, self.dtype)[1]])
+    def relative_error(self, out, ref) -> float:
+        scale = float(ref.pow(2).mean().sqrt())
+        return float((out - ref).pow(2).mean().sqrt()) / max(scale, 1e-30)
 
-    def causal(self, outputs, group, out, label, tolerance) -> tuple[str | None, float | None]:
+    def fail(self, key: str, status: str, message: str, error: float | None = None) -> dict[str, Any]:
+        self.judged[key] = False
+        return {"kind": "verdict", "key": key, "ok": False, "status": status, "message": message, "error": error}
+
+    def constant(self, group: str, label: str) -> str | None:
+        first, second = self.outputs.get(f"{group}/seed0"), self.outputs.get(f"{group}/seed1")
+        if first is None or second is None or not self.torch.equal(first, second):
+            return None
+        if self.torch.equal(self.ref_of(self.calls[f"{group}/seed0"]), self.ref_of(self.calls[f"{group}/seed1"])):
+            return None
+        return (f"the output does not depend on the inputs at {label}: two different inputs gave the same output "
+                "(cached or constant)")
+
+    def causal(self, call: planning.Call, out, label: str) -> str | None:
         """Outputs before the cut must not move when inputs after it change.
 
         Rounding may move them: a chunked kernel that rescales by a value taken at the end
-        of its chunk (FLA's layout) lets later tokens change the last bits of earlier
-        outputs. A change above a tenth of the tolerance is information flowing backwards.
+        of its chunk lets later tokens change the last bits of earlier outputs. A change above
+        a tenth of the tolerance is information flowing backwards.
         """
-        base = outputs.get(f"{group}/seed0")
-        shape = plan.shape_of(self.problem, self.config, group)
-        cut = plan.causal_cut(self.problem, shape)
-        if base is None or cut is None:
-            return None, None
+        base = self.outputs.get(call.base)
+        if base is None:
+            return f"causality check at {label}: the unperturbed output {call.base} was not judged first"
+        cut = call.perturb["cut"]
         axis = self.problem.causal.output_axis
-        before, after = base.narrow(axis, 0, cut).float(), out.narrow(axis, 0, cut).float()
-        if not bool(self.torch.isfinite(after).all()):
-            return f"causality check at {label}: outputs before {self.problem.causal.dim}={cut} became NaN/Inf " \
-                "when later inputs changed", float("inf")
+        before, after = base.narrow(axis, 0, cut), out.narrow(axis, 0, cut)
         moved = float((after - before).pow(2).mean().sqrt()) / max(float(before.pow(2).mean().sqrt()), 1e-30)
-        if moved <= tolerance / 10:
-            return None, moved
+        if moved <= self.tolerance / 10:
+            return None
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
-                f"before it by relative RMS {moved:.2e} (rounding allowed up to {tolerance / 10:.1e})"), moved
+                f"before it by relative RMS {moved:.2e} (rounding allowed up to {self.tolerance / 10:.1e})")
 
+    def check_digests(self, bench_index: int, batch: dict[str, Any], digests: list[list[float]]) -> dict[str, Any]:
+        """Every timed output, through its projections, against the reference's projections."""
+        bench = self.plan.bench[bench_index]
+        label = self.problem.describe_shape(tuple(bench.shape))
+        if len(digests) != batch["calls"]:
+            return {"kind": "digests", "ok": False, "status": "incorrect",
+                    "message": f"a timed batch at {label} reported {len(digests)} outputs for {batch['calls']} calls"}
+        ref = self.bench_ref(bench, batch["holds"]).to(self.device).double()
+        norm = float(ref.pow(2).sum().sqrt())
+        expected = [float((ref * planning.projection(ref.shape, batch["digest_seed"], k, str(ref.device))).sum())
+                    for k in range(self.plan.digests)]
+        worst = 0.0
+        for index, values in enumerate(digests):
+            if len(values) != len(expected) or not all(isinstance(v, (int, float)) for v in values):
+                return {"kind": "digests", "ok": False, "status": "incorrect",
+                        "message": f"a timed call at {label} reported a malformed digest"}
+            for got, want in zip(values, expected):
+                moved = abs(got - want) / max(norm, 1e-30) if math.isfinite(got) else float("inf")
+                worst = max(worst, moved)
+        bound = DIGEST_SIGMAS * self.tolerance
+        del ref
+        if worst > bound:
+            return {"kind": "digests", "ok": False, "status": "incorrect",
+                    "message": f"outputs of timed calls at {label} are wrong: their random projections moved by "
+                    f"{worst:.2e} of the reference's norm (an output within tolerance {self.tolerance:.1e} moves "
+                    f"less than {bound:.1e})"}
+        return {"kind": "digests", "ok": True, "worst": worst}
 
-def _order(key: str) -> tuple[int, str]:
-    check = key.partition("/")[2]
-    rank = {"seed0": 0, "seed1": 1, "ptr": 3, "causal0": 4, "causal1": 4, "recheck": 5}.get(
-        check, 2 if check.startswith("seed") else 6)
-    return rank, key
+    def bench_ref(self, bench: planning.Bench, holds: int):
+        call = planning.Call(f"b{bench.index}/seed{holds}", bench.shape, bench.seeds[holds], bench.regime)
+        return self.ref_of(call)
 
+    def close(self) -> dict[str, Any]:
+        """The final word: every output of the plan must have been judged, and passed."""
+        missing = [key for key in self.plan.expected_keys if key not in self.judged]
+        if missing:
+            return {"kind": "closed", "ok": False, "status": "incorrect",
+                    "message": f"{len(missing)} expected outputs were never produced (first: {missing[0]}): "
+                    "every checked call must return its output"}
+        failed = [key for key, ok in self.judged.items() if not ok]
+        if failed:
+            return {"kind": "closed", "ok": False, "status": "incorrect", "message": f"{failed[0]} failed"}
+        return {"kind": "closed", "ok": True}
 
-def _what(check: str) -> str:
-    if check.startswith("seed"):
-        return f"seed #{check[4:]}"
-    return {
-        "ptr": "the same buffers refilled with new inputs: is the output cached by address?",
-        "recheck": "called again after timing: correct before, wrong after",
-    }.get(check, "outputs of timed calls" if check.startswith("timed") else check)
+    # the baseline ----------------------------------------------------------------
+    def load_baseline(self) -> None:
+        if self.baseline is not None:
+            return
+        try:
+            baselines = self.problem.load_baselines(self.device)
+        except Exception as error:  # e.g. FLA needs a GPU: fall back to the reference on CPU
+            if self.device != "cpu":
+                raise
+            baselines = {"reference": self.reference}
+            self.baseline_note = f"baseline unavailable on cpu ({error}); timed the reference"
+        self.baseline_label, self.baseline = next(iter(baselines.items()))
+
+    def sets_for(self, bench_index: int) -> list[dict[str, Any]]:
+        if bench_index not in self.bench_sets:
+            self.bench_sets.clear()
+            bench = self.plan.bench[bench_index]
+            self.bench_sets[bench_index] = [
+                planning.make_inputs(self.problem, bench.shape, seed, bench.regime, self.device, self.dtype)
+                for seed in bench.seeds]
+        return self.bench_sets[bench_index]
+
+    def warm(self, bench_index: int, calls: int) -> dict[str, Any]:
+        self.load_baseline()
+        bench = self.plan.bench[bench_index]
+        for holds in (0, 1):
+            self.bench_ref(bench, holds)
+        with self.torch.no_grad():
+            for inputs in self.sets_for(bench_index):
+                for _ in range(calls):
+                    self.baseline(**inputs)
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        return {"kind": "warmed", "baseline": self.baseline_label, "baseline_note": self.baseline_note}
+
+    def time_batch(self, bench_index: int, batch: dict[str, Any]) -> dict[str, Any]:
+        from kernels import timing
+
+        if self.device == "cuda" and self.flusher is None:
+            self.flusher = timing.L2Flusher()
+        inputs = self.sets_for(bench_index)[batch["holds"]]
+        event_ms, wall_ms = [], []
+        with self.torch.no_grad():
+            for _ in range(batch["calls"]):
+                out, event, wall = timing.timed_call(lambda: self.baseline(**inputs), self.device, self.flusher)
+                event_ms.append(event)
+                wall_ms.append(wall)
+                # The same per-call digest work as the candidate's batch, so the two batches'
+                # outside-clock overheads compare like with like.
+                planning.digest(out, batch["digest_seed"], self.plan.digests)
+                del out
+        return {"kind": "timed", "event_ms": event_ms, "wall_ms": wall_ms}
+
+    def graph(self, bench_index: int) -> dict[str, Any]:
+        from kernels import timing
+
+        try:
+            return {"kind": "graph", "graph": timing.time_graph_replay(self.baseline, self.sets_for(bench_index)[0]).summary()}
+        except Exception as error:
+            return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}
+
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        op = command["op"]
+        if op == "compare":
+            return self.compare(command["key"], command["path"], command["sha256"])
+        if op == "warm":
+            return self.warm(command["bench"], command["calls"])
+        if op == "time":
+            return self.time_batch(command["bench"], command["batch"])
+        if op == "digests":
+            return self.check_digests(command["bench"], command["batch"], command["digests"])
+        if op == "graph":
+            return self.graph(command["bench"])
+        if op == "close":
+            return self.close()
+        raise ValueError(f"unknown referee command {op!r}")
 
 
 def fingerprint(torch, device: str) -> dict[str, Any]:
@@ -192,12 +310,11 @@ def main() -> None:
     fd, nonce = config["report_fd"], config["nonce"]
     try:
         referee = Referee(config)
-        referee.precompute()
-        protocol.send(fd, nonce, {"kind": "ready", "fingerprint": fingerprint(referee.torch, referee.device)})
+        seconds = referee.precompute()
+        protocol.send(fd, nonce, {"kind": "ready", "fingerprint": fingerprint(referee.torch, referee.device),
+                                  "reference_s": seconds})
         for line in sys.stdin:
-            command = json.loads(line)
-            verdict = referee.judge(command["path"], command["sha256"])
-            protocol.send(fd, nonce, {"kind": "verdict", "phase": command["phase"], **verdict})
+            protocol.send(fd, nonce, referee.handle(json.loads(line)))
     except BaseException as error:
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-3000:]
         protocol.send(fd, nonce, {"kind": "error", "message": f"referee failed: {detail}"})

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-JUDGE_VERSION = "1.0"
+JUDGE_VERSION = "2.0"
 STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 
 
@@ -41,6 +41,9 @@ class JudgeReport:
     duration_s: float = 0.0
     seeds: list[int] = field(default_factory=list)
     output_tail: str = ""
+    # How the candidate's process was isolated (``isolation.py``); "none: ..." when the
+    # operator opted out with --insecure-no-isolation.
+    isolation: str = ""
     judge_version: str = JUDGE_VERSION
 
     def __post_init__(self) -> None:
@@ -67,6 +70,8 @@ class JudgeReport:
     def summary(self) -> str:
         """A few lines for people: status, message, score and how it was measured."""
         lines = [f"{self.status}: {self.message}" if self.message else self.status]
+        if self.isolation.startswith("none"):
+            lines.append(f"WARNING: isolation {self.isolation}")
         if self.speedup is not None:
             label = "GPU" if self.timing_kind == "gpu" else "interpreter (CPU, not GPU performance)"
             lines.append(f"speedup vs {self.baseline}: {self.speedup:.3f}x geomean over {len(self.shapes)} shapes, {label}")

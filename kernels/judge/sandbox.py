@@ -1,15 +1,15 @@
-"""The candidate's process: load it under guard, call it, time it, hand outputs back.
+"""The candidate's process: load it under guard and answer the caller's commands.
 
-Started by ``runner.py`` as a fresh ``python -I`` with a scrubbed environment. Nothing here
-decides correctness: the candidate's outputs go to the referee process, which alone holds
-the reference. The sandbox reports what it observed (policy violations, launches, input
-mutation, timings, kernel resources) on the nonce-framed pipe and exits with ``os._exit``
-so no candidate finalizer runs after the report.
+Started by ``runner.py`` inside the OS sandbox (``isolation.py``): its own namespaces, uid
+65534, an empty environment, only its sandbox directory writable. Nothing here is trusted:
+this process holds no reference output, no baseline, no seed of a call it has not been asked
+to make, and it decides nothing. It answers one command at a time on a pipe — load the
+candidate, make one checked call and save its output, warm up, time a batch (digesting every
+output), replay a graph — and the caller checks what it says: the referee compares every
+output of the plan, the caller's clock bounds every reported time.
 
-Phases: (1) correctness calls on the verify shapes, outputs saved, then wait for the
-parent's "continue" (sent only if the referee accepted them); (2) timing on the bench
-shapes, interleaved with the primary baseline, then re-check calls and sampled timed
-outputs, saved for the referee; final report.
+The Python guards (``guards.py``) are the first layer: they give an honest mistake a precise
+message (torch compute, a forbidden import, a thread). They are not the security boundary.
 """
 
 from __future__ import annotations
@@ -36,9 +36,17 @@ class Reject(Exception):
 
 
 def _limit_resources(config: dict[str, Any]) -> None:
+    """Hard limits, set before any candidate code exists (no capability to raise them later)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     file_cap = int(config.get("max_file_bytes", 4 << 30))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_cap, file_cap))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+    cpu_seconds = int(config.get("max_cpu_seconds", 3600))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    if config.get("isolated"):
+        # Counted per uid: under isolation that uid belongs to judge sandboxes only. Triton's
+        # compiler starts ptxas; CUDA and torch start a few threads (threads count here too).
+        resource.setrlimit(resource.RLIMIT_NPROC, (4096, 4096))
     memory_cap = config.get("max_memory_bytes")
     if memory_cap:  # CPU mode only: address-space limits break CUDA's reservations
         resource.setrlimit(resource.RLIMIT_AS, (int(memory_cap), int(memory_cap)))
@@ -61,20 +69,15 @@ class Sandbox:
         self.candidate_file = str(self.workdir / "candidate.py")
         self.kernel = None
         self.snapshot: dict[str, int] = {}
-        self.baseline_label = ""
-        self.baseline = None
+        self.group = ""
+        self.kept: dict[str, dict[str, Any]] = {}
+        self.bench_index: int | None = None
+        self.sets: list[dict[str, Any]] = []
+        self.holds = [0, 1]
+        self.flusher = None
+        self.saved = 0
 
     # loading -------------------------------------------------------------------
-    def load_baseline(self) -> None:
-        try:
-            baselines = self.problem.load_baselines(self.device)
-        except Exception as error:  # e.g. FLA needs a GPU: fall back to the reference on CPU
-            if self.device != "cpu":
-                raise
-            baselines = {"reference": self.problem.load_reference()}
-            self.config["baseline_note"] = f"baseline unavailable on cpu ({error}); timed the reference"
-        self.baseline_label, self.baseline = next(iter(baselines.items()))
-
     def load_candidate(self, source: str) -> None:
         import types
 
@@ -222,190 +225,163 @@ class Sandbox:
                 raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
         return out.detach().to("cpu", copy=True)
 
-    def make(self, shape, seed):
-        return self.problem.make_inputs(tuple(shape), seed, self.device, self.dtype)
-
-    # phases --------------------------------------------------------------------
-    def correctness(self) -> dict[str, Any]:
+    # commands ------------------------------------------------------------------
+    # The caller streams the plan one call at a time; this process never holds the rest of it.
+    def check(self, command: dict[str, Any]) -> dict[str, Any]:
+        """One checked call: build its inputs, call under every guard, save the output."""
         from kernels.judge import plan
 
-        outputs = {}
-        seeds = self.config["seeds"]
-        for j, shape in enumerate(self.config["verify"]):
-            shape = tuple(shape)
-            label = self.problem.describe_shape(shape)
-            sets = []
-            for i, seed in enumerate(seeds):
-                inputs = self.make(shape, seed)
-                outputs[f"v{j}/seed{i}"] = self.call_checked(inputs, shape, f"at {label}, seed {seed}")
-                sets.append(inputs)
+        call = plan.Call(**command["call"])
+        group = call.key.partition("/")[0]
+        if group != self.group:  # inputs are kept only while their shape is being checked
+            self.group, self.kept = group, {}
+        inputs = plan.inputs_of(self.problem, call, self.device, self.dtype)
+        if call.reuse:
             # Same buffers, new contents: a result cached by address shows here.
-            first, second = sets[0], sets[1]
-            for name, value in first.items():
+            target = self.kept[call.reuse]
+            for name, value in inputs.items():
                 if isinstance(value, self.torch.Tensor):
-                    value.copy_(second[name])
+                    target[name].copy_(value)
                 else:
-                    first[name] = second[name]
-            outputs[f"v{j}/ptr"] = self.call_checked(first, shape, f"at {label}, seed 0's buffers refilled")
-            cut = plan.causal_cut(self.problem, shape)
-            for k, perturb_seed in enumerate(self.config["perturb_seeds"] if cut is not None else ()):
-                inputs = self.make(shape, seeds[0])
-                plan.perturb_after(self.problem, inputs, self.make(shape, perturb_seed), cut)
-                outputs[f"v{j}/causal{k}"] = self.call_checked(inputs, shape, f"at {label}, inputs after t={cut} changed")
-            del sets, first, second
-        return outputs
+                    target[name] = value
+            inputs = target
+        out = self.call_checked(inputs, tuple(call.shape), call.when or call.key)
+        if not call.key.startswith("b"):
+            self.kept[call.key] = inputs
+        return {"kind": "output", "key": call.key, **self.save({call.key: out}, f"out-{self.saved}.pt")}
 
-    def timing(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        outputs: dict[str, Any] = {}
-        results = []
-        graph_shapes = {tuple(s) for s in self.config.get("graph_shapes", [])}
-        for j, shape in enumerate(self.config["bench"]):
-            shape = tuple(shape)
-            sets = [self.make(shape, seed) for seed in self.config["bench_seeds"]]
-            kept: list[Any] = []
-            candidate = self._timed_candidate(sets, kept, shape)
-            providers = {"candidate": candidate, "baseline": self.baseline}
-            entry: dict[str, Any] = {"shape": list(shape)}
-            try:
-                samples = self._time(providers, sets)
-                if shape in graph_shapes and self.device == "cuda":
-                    entry["graph"] = self._graph(providers, sets[0])
-            except Reject:
-                raise
-            except BaseException as error:
-                raise self.classify(error, f"while timing {self.problem.describe_shape(shape)}") from None
-            self.check_policy("while timing")
-            for index in sorted(candidate.spot_samples, reverse=True):
-                del samples["candidate"].event_ms[index], samples["candidate"].wall_ms[index]
-            entry["spot_checks"] = len(candidate.spot_samples)
-            entry["candidate"] = samples["candidate"].summary()
-            entry["baseline"] = samples["baseline"].summary()
-            for k, (_, holds, out) in enumerate(kept):
-                outputs[f"b{j}/timed{k}@{holds}"] = out.detach().to("cpu", copy=True)
-            del kept, sets, providers, candidate
-            recheck = self.make(shape, self.config["bench_seeds"][0])
-            outputs[f"b{j}/recheck"] = self.call_checked(recheck, shape, f"after timing {self.problem.describe_shape(shape)}")
-            results.append(entry)
-        return outputs, results
+    def bench_inputs(self, bench: dict[str, Any]) -> list[dict[str, Any]]:
+        from kernels.judge import plan
 
-    def _timed_candidate(self, sets, kept, shape):
-        """The candidate as a timing provider, with launch counting and output sampling.
+        if self.bench_index != bench["index"]:
+            self.bench_index = bench["index"]
+            self.sets = [plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
+                         for seed in bench["seeds"]]
+            self.holds = [0, 1]
+        return self.sets
 
-        At one random timed call on set 0 (unknown to the candidate), set 0's buffers are
-        refilled with set 1's values first: a result cached by address during timing then
-        comes back stale. Kept outputs are tagged with the bench seed their inputs held.
+    def warm(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Untimed calls on both input sets (compilation, autotuning) under every guard."""
+        bench = command["bench"]
+        shape = tuple(bench["shape"])
+        for inputs in self.bench_inputs(bench):
+            for _ in range(command["calls"]):
+                self.call_checked(inputs, shape, f"warming up at {self.problem.describe_shape(shape)}")
+        return {"kind": "warmed"}
+
+    def refill(self, slot: int, holds: int, bench: dict[str, Any]) -> None:
+        """Make input slot ``slot`` hold bench seed ``holds``, in its own buffers."""
+        from kernels.judge import plan
+
+        if self.holds[slot] == holds:
+            return
+        fresh = plan.make_inputs(self.problem, bench["shape"], bench["seeds"][holds], bench["regime"],
+                                 self.device, self.dtype)
+        target = self.sets[slot]
+        for name, value in fresh.items():
+            if isinstance(value, self.torch.Tensor):
+                target[name].copy_(value)
+            else:
+                target[name] = value
+        self.holds[slot] = holds
+
+    def time_batch(self, command: dict[str, Any]) -> dict[str, Any]:
+        """``calls`` timed calls on one input slot; every output is digested after its call.
+
+        The digest seed arrives with the command, so an output can be fingerprinted only once
+        it exists; the caller's own clock around this command bounds the times reported here.
+        A random call (unknown in advance) runs under the full guards and is not a sample.
         """
         import random
 
-        state = self.guards.STATE
-        torch = self.torch
-        watched = sets[0]
-        marker = next(k for k, v in watched.items() if isinstance(v, torch.Tensor))
-        warmup, reps = self.config["warmup"], self.config["reps"]
-        timed = max(1, (reps + 1) // 2)  # timed calls on set 0
-        pick = random.SystemRandom()
-        # Refill set 0 with set 1's values at a random call in the first half of the timed
-        # calls, and back with set 0's own values in the second half: a cache filled at any
-        # point before the second refill comes back stale.
-        first = pick.randrange(warmup, warmup + max(1, timed // 2))
-        second = pick.randrange(first + 1, warmup + timed) if first + 1 < warmup + timed else None
-        last = warmup + timed - 1
-        originals = {k: v.clone() for k, v in watched.items() if isinstance(v, torch.Tensor)}
-        original_scalars = {k: v for k, v in watched.items() if not isinstance(v, torch.Tensor)}
-        calls = {"set0": 0, "holds": 0, "all": 0}
-        # Spot checks: at random timed calls (unknown to the candidate) the full guards run, torch
-        # compute refused included, so a candidate that computes in torch only while it is timed
-        # is caught. Their samples carry the guards' overhead and are dropped from the timing.
-        warm_calls = warmup * len(sets)
-        spot_count = min(2, reps // 3)
-        spots = set(pick.sample(range(warm_calls, warm_calls + reps), spot_count))
+        from kernels.judge import plan
+
+        bench, batch = command["bench"], command["batch"]
+        shape = tuple(bench["shape"])
         label = self.problem.describe_shape(shape)
-
-        def refill(inputs, holds):
-            source = sets[1] if holds == 1 else {**originals, **original_scalars}
-            for name, value in watched.items():
-                if isinstance(value, torch.Tensor):
-                    value.copy_(source[name])
-                else:  # scalars travel by value: this call and later ones see the new one
-                    watched[name] = inputs[name] = source[name]
-            calls["holds"] = holds
-
-        def candidate(**inputs):
-            on_watched = inputs[marker] is watched[marker]
-            swap = on_watched and len(sets) > 1 and calls["set0"] in (first, second)
-            if swap:
-                refill(inputs, 1 if calls["set0"] == first else 0)
-            launches = state.own_launches
-            threads = threading.active_count()
-            index = calls["all"]
-            calls["all"] += 1
-            if index in spots:
+        self.bench_inputs(bench)
+        self.refill(batch["slot"], batch["holds"], bench)
+        inputs = self.sets[batch["slot"]]
+        calls = batch["calls"]
+        spot = random.SystemRandom().randrange(calls) if calls >= 3 else None
+        state = self.guards.STATE
+        event_ms, wall_ms, digests = [], [], []
+        timer = self.timer()
+        for index in range(calls):
+            launches, threads = state.own_launches, threading.active_count()
+            if index == spot:
                 try:
                     with self.guards.guarded():
                         out = self.kernel(**inputs)
+                    if self.device == "cuda":
+                        self.torch.cuda.synchronize()
                 except BaseException as error:
                     self.check_policy(f"in a spot-checked timed call at {label}")
                     raise self.classify(error, f"in a spot-checked timed call at {label}") from None
                 self.check_policy(f"in a spot-checked timed call at {label}")
-                candidate.spot_samples.append(index - warm_calls)
             else:
-                out = self.guards.call_watched(self.kernel, inputs)
+                try:
+                    out, event, wall = timer(lambda: self.guards.call_watched(self.kernel, inputs))
+                except Reject:
+                    raise
+                except BaseException as error:
+                    raise self.classify(error, f"while timing {label}") from None
+                event_ms.append(event)
+                wall_ms.append(wall)
             if threading.active_count() != threads:
-                raise Reject("forbidden", f"a timed call started threads at {self.problem.describe_shape(shape)}")
+                raise Reject("forbidden", f"a timed call started threads at {label}")
             if state.own_launches == launches:
-                raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {self.problem.describe_shape(shape)}")
-            if on_watched:
-                # Cloned at once: a candidate may legitimately hand back the same buffer each call.
-                if swap or calls["set0"] == last:
-                    kept.append(("swap" if swap else "last", calls["holds"], out.clone()))
-                calls["set0"] += 1
-            return out
+                raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {label}")
+            if type(out) is not self.torch.Tensor:
+                raise Reject("incorrect", f"a timed call at {label} returned {type(out).__name__}, not a torch.Tensor")
+            digests.append(plan.digest(out, batch["digest_seed"], command["digests"]))
+            del out
+        self.check_policy(f"while timing {label}")
+        return {"kind": "timed", "event_ms": event_ms, "wall_ms": wall_ms, "digests": digests}
 
-        candidate.spot_samples = []  # indices into the timed samples that were spot checks
-        return candidate
-
-    def _time(self, providers, sets):
+    def timer(self):
+        """Times one call: (output, event ms, synchronized wall ms); L2 flushed first on a GPU."""
         from kernels import timing
 
-        reps, warmup = self.config["reps"], self.config["warmup"]
-        if self.device == "cuda":
-            return timing.time_interleaved(providers, sets, reps=reps, warmup=warmup)
-        # Interpreter timing: wall clock, interleaved and rotated the same way, no L2 to flush.
-        for fn in providers.values():
-            for inputs in sets:
-                for _ in range(warmup):
-                    fn(**inputs)
-        labels = list(providers)
-        samples = {label: timing.Samples() for label in labels}
-        for r in range(reps):
-            inputs = sets[r % len(sets)]
-            shift = r % len(labels)
-            for label in labels[shift:] + labels[:shift]:
-                start = time.perf_counter()
-                providers[label](**inputs)
-                elapsed = (time.perf_counter() - start) * 1e3
-                samples[label].event_ms.append(elapsed)
-                samples[label].wall_ms.append(elapsed)
-        return samples
+        if self.device == "cuda" and self.flusher is None:
+            self.flusher = timing.L2Flusher()
+        return lambda fn: timing.timed_call(fn, self.device, self.flusher)
 
-    def _graph(self, providers, inputs) -> dict[str, Any]:
+    def graph(self, command: dict[str, Any]) -> dict[str, Any]:
         from kernels import timing
 
-        graph: dict[str, Any] = {}
-        for label, fn in providers.items():
-            try:
-                graph[label] = timing.time_graph_replay(fn, inputs).summary()
-            except Reject:
-                raise
-            except Exception as error:
-                graph[label] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
-        return graph
+        inputs = self.bench_inputs(command["bench"])[0]
+        try:
+            return {"kind": "graph", "graph": timing.time_graph_replay(self.kernel, inputs).summary()}
+        except Reject:
+            raise
+        except Exception as error:
+            return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}
 
     def save(self, outputs: dict[str, Any], name: str) -> dict[str, str]:
         path = self.workdir / name
         self.torch.save(outputs, path)
+        self.saved += 1
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         return {"path": str(path), "sha256": digest}
+
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        op = command.get("op")
+        if op == "load":
+            self.load_candidate(Path(self.config["source_path"]).read_text())
+            return {"kind": "loaded"}
+        if op == "check":
+            return self.check(command)
+        if op == "warm":
+            return self.warm(command)
+        if op == "time":
+            return self.time_batch(command)
+        if op == "graph":
+            return self.graph(command)
+        if op == "finish":
+            return {"kind": "finished", "resources": self.guards.STATE.kernels,
+                    "launches": self.guards.STATE.own_launches}
+        raise ValueError(f"unknown command {op!r}")
 
 
 def main() -> None:
@@ -415,30 +391,12 @@ def main() -> None:
     _limit_resources(config)
     try:
         box = Sandbox(config)
-        if config.get("mode") == "profile":  # one checked call at the first bench shape, under ncu
-            box.load_candidate(Path(config["source_path"]).read_text())
-            shape = tuple(config["bench"][0])
-            box.call_checked(box.make(shape, config["bench_seeds"][0]), shape, "under ncu")
-            protocol.send(fd, nonce, {"kind": "profiled"})
-            sys.stdout.flush()
-            os._exit(0)
-        box.load_baseline()
-        box.load_candidate(Path(config["source_path"]).read_text())
-        phase1 = box.save(box.correctness(), "phase1.pt")
-        protocol.send(fd, nonce, {"kind": "phase1", **phase1})
-        if sys.stdin.readline().strip() != "continue":
-            os._exit(0)
-        outputs, timings = box.timing()
-        phase2 = box.save(outputs, "phase2.pt")
-        protocol.send(fd, nonce, {
-            "kind": "final",
-            **phase2,
-            "timings": timings,
-            "baseline": box.baseline_label,
-            "baseline_note": config.get("baseline_note", ""),
-            "resources": box.guards.STATE.kernels,
-            "launches": box.guards.STATE.own_launches,
-        })
+        protocol.send(fd, nonce, {"kind": "started"})
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("op") == "exit":
+                break
+            protocol.send(fd, nonce, box.handle(command))
     except Reject as reject:
         protocol.send(fd, nonce, {"kind": "reject", "status": reject.status, "message": reject.message})
     except BaseException as error:  # the harness itself failed; say so rather than pass
