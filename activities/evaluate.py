@@ -62,11 +62,13 @@ def _device_name(report: dict[str, Any]) -> str:
 class Evaluator:
     """The evaluation activity, bound to a store and to this worker's device."""
 
-    def __init__(self, database_url: Optional[str] = None, device: Optional[str] = None) -> None:
+    def __init__(self, database_url: Optional[str] = None, device: Optional[str] = None,
+                 insecure_no_isolation: bool = False) -> None:
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"worker device must be cpu or cuda, got {device!r}")
         self.database_url = database_url
         self.device = device
+        self.insecure_no_isolation = insecure_no_isolation
 
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
@@ -78,7 +80,7 @@ class Evaluator:
         cancel = threading.Event()
         started = time.monotonic()
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self._judge, source, input, device, cancel)
+        future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation)
         try:
             while True:
                 try:
@@ -109,8 +111,10 @@ class Evaluator:
             ) from error
 
     @staticmethod
-    def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event):
+    def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
+               insecure_no_isolation: bool = False):
         from kernels.judge import judge
+        from kernels.judge.isolation import IsolationUnavailable
 
         try:
             return judge(
@@ -120,9 +124,14 @@ class Evaluator:
                 confirm=input.confirm,
                 timeout_s=input.timeout_s,
                 cancel=cancel,
+                insecure_no_isolation=insecure_no_isolation,
             )
         except ValueError as error:
             raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
+        except IsolationUnavailable as error:
+            # Not retryable here: this worker cannot isolate candidates until an operator acts.
+            raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
+                                   non_retryable=True) from error
 
     def _result(self, report: Any, duration: float) -> EvaluateResult:
         from store.artifacts import put_text

@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     llm_temperature: float = 0.7
     llm_timeout_s: float = 120.0
 
+    # Judge candidates without OS isolation (no bubblewrap here). Logged at worker start and
+    # written into every report; never the default.
+    insecure_no_isolation: bool = False
+
     @property
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{self.home / 'marathon.db'}"

@@ -115,7 +115,8 @@ def build_gpu_worker(
         from activities.evaluate import Evaluator
 
         device = device or default_device()
-        activities = [Evaluator(database_url or settings.resolved_database_url, device=device).evaluate]
+        activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
+                                insecure_no_isolation=settings.insecure_no_isolation).evaluate]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device or default_device())
     return Worker(

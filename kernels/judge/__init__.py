@@ -5,14 +5,17 @@
     report.status, report.speedup, report.to_dict()
 
 A candidate is Python source defining ``kernel(**inputs)`` that does its math in Triton
-kernels it defines. ``judge`` scans it (``policy.py``), then runs it in a fresh sandbox
-process under run-time guards (``guards.py``, ``sandbox.py``) while a separate referee
-process (``referee.py``) holds the reference outputs and compares; ``runner.py`` keeps the
-two apart and turns what they say into a ``JudgeReport``. ``THREATS.md`` lists every known
+kernels it defines. ``judge`` scans it (``policy.py``), draws a secret plan (``plan.py``),
+then runs it in a fresh, OS-isolated sandbox process (``isolation.py``: bubblewrap, uid
+65534, no network, an empty environment) under run-time guards (``guards.py``,
+``sandbox.py``) while a trusted referee process (``referee.py``) holds the references and
+the baseline and judges every output; ``runner.py`` drives both, bounds every reported time
+with its own clock, and turns what they say into a ``JudgeReport``. ``THREATS.md`` lists every known
 exploit, its defense, its test, and what remains possible.
 """
 
+from kernels.judge.isolation import IsolationUnavailable
 from kernels.judge.report import JUDGE_VERSION, STATUSES, JudgeReport
 from kernels.judge.runner import judge
 
-__all__ = ["JUDGE_VERSION", "STATUSES", "JudgeReport", "judge"]
+__all__ = ["JUDGE_VERSION", "STATUSES", "IsolationUnavailable", "JudgeReport", "judge"]

@@ -188,7 +188,8 @@ def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None
         if parent not in ("/usr", "/tmp", "/proc", "/dev", "/sys") and not parent.startswith(("/usr/", "/proc/", "/dev/")):
             args += ["--perms", "0755", "--dir", parent]
     for path in readable:
-        args += ["--ro-bind", path, path]
+        if path != "/usr" and not path.startswith("/usr/"):  # /usr is bound already
+            args += ["--ro-bind", path, path]
     args += _hidden_libraries(readable)
     for path in writable:
         args += ["--bind", path, path]

@@ -52,13 +52,26 @@ class Call:
 
 @dataclass
 class Batch:
-    """``calls`` timed calls on input slot ``slot``, which holds bench seed ``holds``."""
+    """``calls`` timed calls on input slot ``slot``, which holds bench seed ``holds`` at the
+    start; before call ``switch_at`` (if any) the slot's buffers are refilled with the other
+    seed's values, so a result cached by address comes back stale. A ``guarded`` batch is one
+    spot check: a single call under every guard (torch compute refused), not a sample."""
 
     slot: int
     holds: int
     calls: int
     digest_seed: int
     candidate_first: bool
+    switch_at: int | None = None
+    guarded: bool = False
+
+    def seed_index(self, call: int) -> int:
+        """Which bench seed the slot holds at call ``call`` of this batch."""
+        switched = self.switch_at is not None and call >= self.switch_at
+        return 1 - self.holds if switched else self.holds
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -161,14 +174,23 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
         seeds_j = [_seed(rng), _seed(rng)]
         batches = []
         left = reps
+        held = [0, 1]  # what each slot holds as batches go by
         for b in range(batch_count):
             calls = min(BATCH_CALLS, left)
             left -= calls
             slot = b % 2
-            # Slot 0's buffers hold seed 1 instead of seed 0 in some batches (and slot 1 the
-            # other way round), unknown in advance: a result cached by address comes back stale.
-            holds = slot if rng.random() < 0.5 or b < 2 else 1 - slot
-            batches.append(Batch(slot, holds, calls, _seed(rng), candidate_first=bool(b % 2)))
+            # The slot's buffers change contents at a random call of most batches, unknown in
+            # advance: a result cached by address (or by anything but the values) comes back stale.
+            switch_at = rng.randrange(1, calls) if calls >= 2 and rng.random() < 0.75 else None
+            batch = Batch(slot, held[slot], calls, _seed(rng), candidate_first=bool(b % 2), switch_at=switch_at)
+            held[slot] = batch.seed_index(calls - 1)
+            batches.append(batch)
+        # Spot checks: single calls under every guard, at random places among the batches.
+        for _ in range(min(2, reps // 3)):
+            at = rng.randrange(len(batches) + 1)
+            slot = rng.randrange(2)
+            holds = next((b.seed_index(b.calls - 1) for b in reversed(batches[:at]) if b.slot == slot), slot)
+            batches.insert(at, Batch(slot, holds, 1, _seed(rng), candidate_first=True, guarded=True))
         label = problem.describe_shape(shape)
         recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
                        when=f"at {label}, called again after timing: correct before, wrong after?")

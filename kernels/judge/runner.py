@@ -37,13 +37,19 @@ from kernels.judge import isolation as isolating, physics, plan as planning, pol
 from kernels.judge.report import JudgeReport
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
-BOOT = "import sys; sys.path.insert(0, {root!r}); from kernels.judge.{module} import main; main()"
+BOOT = "import sys; sys.path.insert(0, {root!r}); from {module} import main; main()"
+REFEREE_MODULE = "kernels.judge.referee"
+# What runs in the candidate's process. Tests put a deliberately compromised stand-in here
+# (tests/judge/compromised.py) to prove that nothing that process says can pass a cheat.
+SANDBOX_MODULE = "kernels.judge.sandbox"
 # The referee's environment (trusted code): an allow-list, secrets never.
 ENV_PASS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "OMP_NUM_THREADS",
             "MKL_NUM_THREADS", "FLA_FLASH_KDA", "TORCH_CUDA_ARCH_LIST", "PTXAS_OPTIONS")
 ENV_PASS_PREFIXES = ("TRITON_",)
 ENV_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+GPU_ENV_PASS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES",
+                "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
 HEAD_BYTES, TAIL_BYTES = 1024, 3072  # what a report keeps of the candidate's stdout and stderr
 GPU_REPS, GPU_CONFIRM_REPS, GPU_WARMUP = 30, 100, 3
 CPU_REPS, CPU_CONFIRM_REPS, CPU_WARMUP = 3, 7, 1
@@ -96,8 +102,11 @@ def sandbox_env(box: str, device: str) -> dict[str, str]:
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    elif os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    else:
+        # Where the CUDA driver and toolkit live on this node; names, not secrets.
+        for name in GPU_ENV_PASS:
+            if os.environ.get(name) is not None:
+                env[name] = os.environ[name]
     return env
 
 
@@ -105,9 +114,16 @@ def sandbox_readable(problem: str) -> tuple[str, ...]:
     """What the candidate's process may read besides the system: Python, its packages, the
     ``kernels`` package and, for a problem given as ``module:OBJECT``, that module's files."""
     paths = list(isolating.python_roots()) + [os.path.join(PROJECT_ROOT, "kernels")]
-    if ":" in problem:
-        module = sys.modules.get(problem.partition(":")[0])
-        if module is not None and getattr(module, "__file__", None):
+    modules = [problem.partition(":")[0]] if ":" in problem else []
+    if not SANDBOX_MODULE.startswith("kernels."):
+        modules.append(SANDBOX_MODULE)
+    for name in modules:
+        module = sys.modules.get(name)
+        if module is None:
+            import importlib
+
+            module = importlib.import_module(name)
+        if getattr(module, "__file__", None):
             paths.append(os.path.realpath(module.__file__))
     return tuple(paths)
 
@@ -370,12 +386,12 @@ def judge(
     python = [sys.executable, "-I", "-c"]
     env = sandbox_env(box, device)
     sandbox_argv = isolating.isolation_argv(
-        isolation, python + [BOOT.format(root=PROJECT_ROOT, module="sandbox")], workdir=box, writable=(box,),
+        isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(box,),
         readable=sandbox_readable(problem), env=env, gpu=device == "cuda")
     children: dict[str, _Child] = {}
     data: dict[str, Any] = {"timings": []}
     try:
-        children["referee"] = _Child("referee", python + [BOOT.format(root=PROJECT_ROOT, module="referee")],
+        children["referee"] = _Child("referee", python + [BOOT.format(root=PROJECT_ROOT, module=REFEREE_MODULE)],
                                      dict(common, plan=the_plan.to_dict()), child_env(workdir, device), workdir)
         children["sandbox"] = _Child("sandbox", sandbox_argv, sandbox_config,
                                      env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box)
@@ -464,9 +480,12 @@ def _drive(session: _Session, the_plan: planning.Plan, spec, device: str, data: 
         data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
         entry: dict[str, Any] = {"shape": bench.shape, "candidate": [], "baseline": [], "outside": []}
         for batch in bench.batches:
-            batch_dict = {"slot": batch.slot, "holds": batch.holds, "calls": batch.calls, "digest_seed": batch.digest_seed}
+            batch_dict = batch.to_dict()
             limit = min(MAX_CALL_S * batch.calls, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s) * batch.calls)
-            order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
+            if batch.guarded:
+                order: tuple[str, ...] = ("candidate",)
+            else:
+                order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
             for who in order:
                 clock = time.monotonic()
                 if who == "candidate":
@@ -478,6 +497,8 @@ def _drive(session: _Session, the_plan: planning.Plan, spec, device: str, data: 
                                                     "digests": reply["digests"]}, None, "", "digests")
                     if not verdict.get("ok"):
                         raise _Stop(str(verdict.get("status", "incorrect")), str(verdict.get("message", "")))
+                    if batch.guarded:
+                        continue
                 else:
                     reply = session.ask(referee, {"op": "time", "bench": bench.index, "batch": batch_dict}, None, "",
                                         "timed")
@@ -506,7 +527,7 @@ def _check_batch(reply: dict[str, Any], batch: planning.Batch, outside_ms: float
     events, walls, digests = reply.get("event_ms"), reply.get("wall_ms"), reply.get("digests")
     if not (isinstance(events, list) and isinstance(walls, list) and isinstance(digests, list)):
         raise _Stop("crashed", f"a timed batch at {label} answered without times or digests: protocol broken")
-    expected = batch.calls - (1 if batch.calls >= 3 else 0)  # one spot-checked call is not a sample
+    expected = 0 if batch.guarded else batch.calls  # a spot check is not a sample
     if len(events) != expected or len(walls) != expected or len(digests) != batch.calls:
         raise _Stop("suspicious", f"a timed batch at {label} reported {len(events)} times and {len(digests)} outputs "
                     f"for {batch.calls} calls")
@@ -546,7 +567,7 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
     # --clock-control none: leave the GPU's clocks as they are (ncu locks them to base by
     # default), so the profile describes the same machine the timings ran on.
     argv = [ncu, "--csv", "--clock-control", "none", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
-            "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module="sandbox")]
+            "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
     ncu_root = str(Path(ncu).parent.parent) if Path(ncu).parent.name == "bin" else str(Path(ncu).parent)
     argv = isolating.isolation_argv(isolation, argv, workdir=box, writable=(box,),
                                     readable=sandbox_readable(problem) + (ncu_root,),

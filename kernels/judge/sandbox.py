@@ -73,6 +73,7 @@ class Sandbox:
         self.kept: dict[str, dict[str, Any]] = {}
         self.bench_index: int | None = None
         self.sets: list[dict[str, Any]] = []
+        self.pristine: list[dict[str, Any]] = []
         self.holds = [0, 1]
         self.flusher = None
         self.saved = 0
@@ -251,17 +252,21 @@ class Sandbox:
         return {"kind": "output", "key": call.key, **self.save({call.key: out}, f"out-{self.saved}.pt")}
 
     def bench_inputs(self, bench: dict[str, Any]) -> list[dict[str, Any]]:
+        """The two input slots of a bench shape (and pristine copies of both seeds' inputs)."""
         from kernels.judge import plan
 
         if self.bench_index != bench["index"]:
             self.bench_index = bench["index"]
-            self.sets = [plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
-                         for seed in bench["seeds"]]
+            self.sets = []
+            self.pristine = [plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
+                             for seed in bench["seeds"]]
+            self.sets = [{k: v.clone() if isinstance(v, self.torch.Tensor) else v for k, v in inputs.items()}
+                         for inputs in self.pristine]
             self.holds = [0, 1]
         return self.sets
 
     def warm(self, command: dict[str, Any]) -> dict[str, Any]:
-        """Untimed calls on both input sets (compilation, autotuning) under every guard."""
+        """Untimed calls on both input slots (compilation, autotuning) under every guard."""
         bench = command["bench"]
         shape = tuple(bench["shape"])
         for inputs in self.bench_inputs(bench):
@@ -269,19 +274,15 @@ class Sandbox:
                 self.call_checked(inputs, shape, f"warming up at {self.problem.describe_shape(shape)}")
         return {"kind": "warmed"}
 
-    def refill(self, slot: int, holds: int, bench: dict[str, Any]) -> None:
+    def refill(self, slot: int, holds: int) -> None:
         """Make input slot ``slot`` hold bench seed ``holds``, in its own buffers."""
-        from kernels.judge import plan
-
         if self.holds[slot] == holds:
             return
-        fresh = plan.make_inputs(self.problem, bench["shape"], bench["seeds"][holds], bench["regime"],
-                                 self.device, self.dtype)
         target = self.sets[slot]
-        for name, value in fresh.items():
+        for name, value in self.pristine[holds].items():
             if isinstance(value, self.torch.Tensor):
                 target[name].copy_(value)
-            else:
+            else:  # scalars travel by value
                 target[name] = value
         self.holds[slot] = holds
 
@@ -290,35 +291,35 @@ class Sandbox:
 
         The digest seed arrives with the command, so an output can be fingerprinted only once
         it exists; the caller's own clock around this command bounds the times reported here.
-        A random call (unknown in advance) runs under the full guards and is not a sample.
+        A ``guarded`` batch is a spot check: one call under every guard, digested, not timed.
         """
-        import random
-
         from kernels.judge import plan
 
         bench, batch = command["bench"], command["batch"]
         shape = tuple(bench["shape"])
         label = self.problem.describe_shape(shape)
         self.bench_inputs(bench)
-        self.refill(batch["slot"], batch["holds"], bench)
-        inputs = self.sets[batch["slot"]]
-        calls = batch["calls"]
-        spot = random.SystemRandom().randrange(calls) if calls >= 3 else None
+        slot = batch["slot"]
+        self.refill(slot, batch["holds"])
+        inputs = self.sets[slot]
         state = self.guards.STATE
         event_ms, wall_ms, digests = [], [], []
         timer = self.timer()
-        for index in range(calls):
+        for index in range(batch["calls"]):
+            if batch.get("switch_at") is not None and index == batch["switch_at"]:
+                self.refill(slot, 1 - self.holds[slot])
             launches, threads = state.own_launches, threading.active_count()
-            if index == spot:
+            if batch.get("guarded"):
+                when = f"in a spot-checked timed call at {label}"
                 try:
                     with self.guards.guarded():
                         out = self.kernel(**inputs)
                     if self.device == "cuda":
                         self.torch.cuda.synchronize()
                 except BaseException as error:
-                    self.check_policy(f"in a spot-checked timed call at {label}")
-                    raise self.classify(error, f"in a spot-checked timed call at {label}") from None
-                self.check_policy(f"in a spot-checked timed call at {label}")
+                    self.check_policy(when)
+                    raise self.classify(error, when) from None
+                self.check_policy(when)
             else:
                 try:
                     out, event, wall = timer(lambda: self.guards.call_watched(self.kernel, inputs))

@@ -30,19 +30,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ncu", action="store_true",
                         help="GPU only: once accepted, profile one call at the first bench shape with Nsight Compute "
                         "(DRAM and SM throughput, occupancy, duration per kernel); needs ncu on PATH")
+    parser.add_argument("--insecure-no-isolation", action="store_true",
+                        help="run the candidate WITHOUT OS isolation (bubblewrap) where it cannot be set up; "
+                        "the report says so")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     from kernels.judge import judge
+    from kernels.judge.isolation import IsolationUnavailable
     from kernels.registry import problem_names
 
     path = Path(args.file)
     if not path.is_file():
         print(f"marathon judge: no such file: {path}", file=sys.stderr)
         return 2
-    if args.seeds < 1 or (args.reps is not None and args.reps < 1) or args.timeout <= 0:
-        print("marathon judge: --seeds and --reps must be >= 1 and --timeout > 0", file=sys.stderr)
+    if args.seeds < 2 or (args.reps is not None and args.reps < 1) or args.timeout <= 0:
+        print("marathon judge: --seeds must be >= 2, --reps >= 1 and --timeout > 0", file=sys.stderr)
         return 2
     problem = ncu_problem(args.device) if args.ncu else None
     if problem:
@@ -50,7 +54,11 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     try:
         report = judge(path.read_text(), args.problem, device=args.device, seeds=args.seeds,
-                       timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu)
+                       timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu,
+                       insecure_no_isolation=args.insecure_no_isolation)
+    except IsolationUnavailable as error:
+        print(f"marathon judge: refusing to run the candidate: {error}", file=sys.stderr)
+        return 2
     except (ValueError, ImportError) as error:
         message = str(error)
         if "known problems" not in message:

@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)")
     parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for Temporal to answer")
+    parser.add_argument("--insecure-no-isolation", action="store_true",
+                        help="gpu worker only: judge candidates WITHOUT OS isolation (bubblewrap) where it cannot be "
+                        "set up; logged and written into every report (also MARATHON_INSECURE_NO_ISOLATION=1)")
     parser.set_defaults(handler=worker_command)
 
 
@@ -64,6 +67,19 @@ async def run_worker(args: argparse.Namespace) -> int:
 
     log = logging.getLogger("marathon.worker")
     settings = get_settings()
+    if getattr(args, "insecure_no_isolation", False):
+        settings = settings.model_copy(update={"insecure_no_isolation": True})
+    if args.kind == "gpu":
+        # An evaluation worker that cannot isolate candidates refuses to start, saying why.
+        from kernels.judge.isolation import IsolationUnavailable, resolve
+
+        try:
+            isolation = resolve(settings.insecure_no_isolation)
+        except IsolationUnavailable as error:
+            log.error("refusing to judge candidates: %s", error)
+            return 1
+        if not isolation.enabled:
+            log.warning("INSECURE: candidates are judged without OS isolation (--insecure-no-isolation)")
     upgrade(settings.resolved_database_url)
     try:
         client = await connect_when_ready(settings.temporal_address, settings.temporal_namespace, args.connect_timeout)
