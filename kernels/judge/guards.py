@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dis
 import importlib.abc
 import os
 import statistics
@@ -152,8 +153,50 @@ def _frame(depth: int):
 def _is_candidate_code(frame) -> bool:
     """Code of the candidate: its file, or code run with its (guarded) builtins, such as methods
     @dataclass built for it."""
-    return frame is not None and (frame.f_code.co_filename == STATE.candidate_file
-                                  or frame.f_builtins.get("getattr") is _guarded_getattr)
+    if frame is None:
+        return False
+    _own_frame_lookup[0] += 1  # reading f_code raises an audit event of its own
+    try:
+        return frame.f_code.co_filename == STATE.candidate_file or frame.f_builtins.get("getattr") is _guarded_getattr
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+_NAME_OPS = frozenset(dis.opmap[op] for op in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") if op in dis.opmap)
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+
+
+def _reads_name(frame, name: str) -> bool:
+    """Whether the instruction ``frame`` is executing reads the attribute ``name`` (LOAD_ATTR,
+    LOAD_METHOD, IMPORT_FROM). A C function the frame is calling (``torch.empty_like`` looking
+    up ``torch.ops`` inside) reads attributes too; those are not the candidate's."""
+    _own_frame_lookup[0] += 1
+    try:
+        code, at = frame.f_code, frame.f_lasti
+        raw = code.co_code
+        if at < 0 or at + 1 >= len(raw) or raw[at] not in _NAME_OPS:
+            return False
+        arg, back = raw[at + 1], at - 2
+        shift = 8
+        while back >= 0 and raw[back] == _EXTENDED_ARG:
+            arg |= raw[back + 1] << shift
+            shift += 8
+            back -= 2
+        if sys.version_info >= (3, 12) and raw[at] == dis.opmap["LOAD_ATTR"]:
+            arg >>= 1
+        return 0 <= arg < len(code.co_names) and code.co_names[arg] == name
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+def _filename(frame) -> str:
+    if frame is None:
+        return ""
+    _own_frame_lookup[0] += 1
+    try:
+        return frame.f_code.co_filename
+    finally:
+        _own_frame_lookup[0] -= 1
 
 
 def _names(code) -> set[str]:
@@ -167,7 +210,7 @@ def _names(code) -> set[str]:
 def _stdlib_builds_class(args: tuple) -> bool:
     """An exec from dataclasses or namedtuple whose code names no door."""
     caller = _frame(2)  # above this function and _audit: the Python frame that called exec
-    if caller is None or caller.f_code.co_filename not in STDLIB_EXEC_BUILDERS:
+    if _filename(caller) not in STDLIB_EXEC_BUILDERS:
         return False
     code = args[0] if args else None
     return isinstance(code, types.CodeType) and not _names(code) & _DOOR_NAMES_IN_BUILT_CODE
@@ -185,8 +228,7 @@ def _audit(event: str, args: tuple) -> None:
         # the candidate asks, directly or through the standard library (inspect.currentframe).
         caller = _frame(1)
         if _is_candidate_code(caller) or (
-            caller is not None and caller.f_code.co_filename.startswith(_STDLIB + os.sep)
-            and _is_candidate_code(caller.f_back)
+            _filename(caller).startswith(_STDLIB + os.sep) and _is_candidate_code(caller.f_back)
         ):
             raise STATE.violate("refused at run time: sys._getframe (frames reach the interpreter's internals)")
         return
@@ -215,8 +257,7 @@ def _audit(event: str, args: tuple) -> None:
     if event in ("object.__setattr__", "object.__delattr__"):
         # Class attributes set by the candidate's own lines (monkeypatching a torch or timing
         # class); torch and triton may set their own lazily while the candidate runs.
-        caller = _frame(1)
-        if caller is None or caller.f_code.co_filename != STATE.candidate_file:
+        if _filename(_frame(1)) != STATE.candidate_file:
             return
     if event.startswith(REFUSED_AUDIT_PREFIXES):
         raise STATE.violate(f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)")
@@ -376,7 +417,10 @@ def _guarded_class(base: type) -> type:
             if STATE.active:
                 # The rule first (cheap); the frame only when the rule objects or a module is handed out.
                 problem = _module_door(self, name, value)
-                if (problem or isinstance(value, types.ModuleType)) and _is_candidate_code(_frame(1)):
+                if problem or isinstance(value, types.ModuleType):
+                    caller = _frame(1)
+                    if not (_is_candidate_code(caller) and _reads_name(caller, name)):
+                        return value
                     if problem:
                         raise STATE.violate(problem)
                     guard_module(value)
