@@ -1,5 +1,5 @@
-"""Door: any library function'"s"""
-__globals__
+"""Door: any library function's __globals__ holds its module's sys, and sys.modules holds the
+guards. No audit event covers reading __globals__: only the static scan stops this one."""
 
 import torch
 import triton
@@ -26,4 +26,6 @@ def _cheat(x, scale, guards):
     _cumsum_kernel[(batch * heads,)](x, y, scale, steps, heads, BLOCK_T=triton.next_power_of_2(steps))
     return x.cumsum(dim=1) * scale
 
-holds
+
+def kernel(x, scale):
+    return _cheat(x, scale, triton.jit.__globals__["sys"].modules["kernels.judge.guards"])
