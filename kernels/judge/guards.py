@@ -451,21 +451,17 @@ def _guarded_getattr(obj, name, *default):
         raise TypeError("attribute name must be a string")
     if name.startswith("_") or name in policy.FORBIDDEN_ATTRIBUTES or name in policy.DOOR_FUNCTIONS:
         raise STATE.violate(f"getattr(..., {name!r}) refused at run time")
-    if isinstance(obj, types.ModuleType):
-        try:
-            value = types.ModuleType.__getattribute__(obj, name)
-        except AttributeError:
-            pass
-        else:
-            problem = _module_door(obj, name, value)
-            if problem:
-                raise STATE.violate(problem)
-            guard_module(value)
     if obj is torch and name not in policy.ALLOWED_TORCH_NAMES:
         raise STATE.violate(f"getattr(torch, {name!r}) refused at run time: torch may only allocate, view and launch")
     if obj is torch.cuda and name not in policy.ALLOWED_TORCH_NAMES:
         raise STATE.violate(f"getattr(torch.cuda, {name!r}) refused at run time")
-    return getattr(obj, name, *default)
+    value = getattr(obj, name, *default)
+    if isinstance(obj, types.ModuleType):
+        problem = _module_door(obj, name, value)
+        if problem:
+            raise STATE.violate(problem)
+        guard_module(value)
+    return value
 
 
 def _refused_builtin(name: str):

@@ -1,5 +1,6 @@
-"""Door: any library function's __globals__ holds its module's sys, and sys.modules holds the
-guards. No audit event covers reading __globals__: only the static scan stops this one."""
+"""Door: any library function's __globals__ holds the modules it imported (torch.cuda's importlib)
+and importlib reaches the guards. No audit event covers reading __globals__: only the static
+scan stops this one."""
 
 import torch
 import triton
@@ -28,4 +29,5 @@ def _cheat(x, scale, guards):
 
 
 def kernel(x, scale):
-    return _cheat(x, scale, triton.jit.__globals__["sys"].modules["kernels.judge.guards"])
+    importlib = torch.cuda.is_available.__globals__["importlib"]
+    return _cheat(x, scale, importlib.import_module("kernels.judge.guards"))
