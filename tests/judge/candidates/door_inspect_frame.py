@@ -19,11 +19,12 @@ def _cumsum_kernel(x_ptr, y_ptr, scale, T, H, BLOCK_T: tl.constexpr):
 
 
 def _cheat(x, scale, guards):
-    """Guards off: launch the Triton kernel for the launch count, return torch's answer."""
-    guards.STATE.active = False
+    """Launch the Triton kernel (counted while the guards are on), then switch the guards off and
+    return torch's answer."""
     y = torch.empty_like(x)
     batch, steps, heads = x.shape
     _cumsum_kernel[(batch * heads,)](x, y, scale, steps, heads, BLOCK_T=triton.next_power_of_2(steps))
+    guards.STATE.active = False
     return x.cumsum(dim=1) * scale
 
 
