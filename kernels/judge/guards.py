@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dis
 import importlib.abc
 import os
 import statistics
 import sys
+import sysconfig
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +72,28 @@ ALLOWED_WHILE_LAUNCHING = ("subprocess.", "os.posix_spawn", "os.exec", "os.fork"
 # directory: a candidate may not plant files in the shared Triton cache or anywhere else.
 WRITE_EVENTS = {"os.mkdir": 0, "os.truncate": 0, "os.chmod": 0, "os.chown": 0, "os.utime": 0}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+# The standard library builds ordinary classes with exec: @dataclass its methods, namedtuple
+# (typing.NamedTuple too) its __new__. An exec called from these two files is theirs, not the
+# candidate's, provided the code it runs names none of the doors (a field name is pasted into
+# that code as text).
+_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"])
+STDLIB_EXEC_BUILDERS = frozenset(
+    os.path.join(_STDLIB, *parts) for parts in (("dataclasses.py",), ("collections", "__init__.py"))
+)
+_DOOR_NAMES_IN_BUILT_CODE = frozenset(
+    {"__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "delattr",
+     "breakpoint", "input", "memoryview", "__builtins__", "__globals__", "__subclasses__", "__bases__",
+     "__base__", "__mro__", "__code__", "__closure__", "__dict__", "__getattribute__", "__self__",
+     "__func__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__", "__traceback__", "f_back",
+     "f_globals", "f_locals", "f_builtins", "gi_frame", "cr_frame", "tb_frame", "sys", "os", "modules",
+     "builtins"}
+)
+# Attribute reads Python audits (object.__getattr__) that hand out frames or code objects.
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code",
+                              "f_code", "__code__"})
+_own_frame_lookup = [0]  # > 0 while the guards themselves call sys._getframe (its audit event is theirs)
 
 
 class PolicyViolation(RuntimeError):
@@ -114,12 +139,106 @@ class _RefuseDispatch(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _frame(depth: int):
+    """The frame ``depth`` levels above the caller, without the lookup counting as the candidate's."""
+    _own_frame_lookup[0] += 1
+    try:
+        return sys._getframe(depth + 1)
+    except ValueError:
+        return None
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+def _is_candidate_code(frame) -> bool:
+    """Code of the candidate: its file, or code run with its (guarded) builtins, such as methods
+    @dataclass built for it."""
+    if frame is None:
+        return False
+    _own_frame_lookup[0] += 1  # reading f_code raises an audit event of its own
+    try:
+        return frame.f_code.co_filename == STATE.candidate_file or frame.f_builtins.get("getattr") is _guarded_getattr
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+_NAME_OPS = frozenset(dis.opmap[op] for op in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") if op in dis.opmap)
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+
+
+def _reads_name(frame, name: str) -> bool:
+    """Whether the instruction ``frame`` is executing reads the attribute ``name`` (LOAD_ATTR,
+    LOAD_METHOD, IMPORT_FROM). A C function the frame is calling (``torch.empty_like`` looking
+    up ``torch.ops`` inside) reads attributes too; those are not the candidate's."""
+    _own_frame_lookup[0] += 1
+    try:
+        code, at = frame.f_code, frame.f_lasti
+        raw = code.co_code
+        if at < 0 or at + 1 >= len(raw) or raw[at] not in _NAME_OPS:
+            return False
+        arg, back = raw[at + 1], at - 2
+        shift = 8
+        while back >= 0 and raw[back] == _EXTENDED_ARG:
+            arg |= raw[back + 1] << shift
+            shift += 8
+            back -= 2
+        if sys.version_info >= (3, 12) and raw[at] == dis.opmap["LOAD_ATTR"]:
+            arg >>= 1
+        return 0 <= arg < len(code.co_names) and code.co_names[arg] == name
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+def _filename(frame) -> str:
+    if frame is None:
+        return ""
+    _own_frame_lookup[0] += 1
+    try:
+        return frame.f_code.co_filename
+    finally:
+        _own_frame_lookup[0] -= 1
+
+
+def _names(code) -> set[str]:
+    names = set(code.co_names) | set(code.co_varnames)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _stdlib_builds_class(args: tuple) -> bool:
+    """An exec from dataclasses or namedtuple whose code names no door."""
+    caller = _frame(2)  # above this function and _audit: the Python frame that called exec
+    if _filename(caller) not in STDLIB_EXEC_BUILDERS:
+        return False
+    code = args[0] if args else None
+    return isinstance(code, types.CodeType) and not _names(code) & _DOOR_NAMES_IN_BUILT_CODE
+
+
 def _audit(event: str, args: tuple) -> None:
-    if not STATE.active:
+    if not STATE.active or _own_frame_lookup[0]:
         return
     if event in ("exec", "compile") and STATE.allow_exec:
         if event == "exec":
             STATE.allow_exec -= 1
+        return
+    if event == "sys._getframe":
+        # A frame leads to every module's globals (the guards' state included). Refused when
+        # the candidate asks, directly or through the standard library (inspect.currentframe).
+        caller = _frame(1)
+        if _is_candidate_code(caller) or (
+            _filename(caller).startswith(_STDLIB + os.sep) and _is_candidate_code(caller.f_back)
+        ):
+            raise STATE.violate("refused at run time: sys._getframe (frames reach the interpreter's internals)")
+        return
+    if event == "object.__getattr__":
+        name = args[1] if len(args) > 1 else ""
+        if name in FRAME_ATTRIBUTES and _is_candidate_code(_frame(1)):
+            raise STATE.violate(f"refused at run time: reading .{name} (frames and code objects reach the "
+                                "interpreter's internals)")
+        return
+    if event == "exec" and _stdlib_builds_class(args):
         return
     if event == "import" or event == "compile":
         return  # imports are judged by the guarded __import__; torch compiles internally
@@ -138,8 +257,7 @@ def _audit(event: str, args: tuple) -> None:
     if event in ("object.__setattr__", "object.__delattr__"):
         # Class attributes set by the candidate's own lines (monkeypatching a torch or timing
         # class); torch and triton may set their own lazily while the candidate runs.
-        caller = sys._getframe(1)
-        if caller.f_code.co_filename != STATE.candidate_file:
+        if _filename(_frame(1)) != STATE.candidate_file:
             return
     if event.startswith(REFUSED_AUDIT_PREFIXES):
         raise STATE.violate(f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)")
@@ -244,19 +362,106 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
         problem = problem or _module_allowed(f"{name}.{item}") if item != "*" else problem
     if problem:
         raise STATE.violate(problem)
-    return builtins.__import__(name, globals, locals, fromlist, level)
+    module = builtins.__import__(name, globals, locals, fromlist, level)
+    guard_module(module)
+    # ``from typing import sys`` names a module attribute, not a submodule: the names are read
+    # below (IMPORT_FROM, in the candidate's frame) through the guarded module.
+    return module
+
+
+# Modules the candidate holds (imported, or reached as an allowed attribute): while it runs,
+# their class is swapped for a guarded subclass, so a plain ``typing.sys`` or ``tl.core.builtins``
+# written by the candidate is seen where the static scan cannot see it (names built at run
+# time, the scan off). Outside the candidate's calls the modules keep their own class.
+_guarded_modules: dict[types.ModuleType, type] = {}
+_guarded_classes: dict[type, type] = {}
+
+
+def _module_door(owner: types.ModuleType, name: str, value: Any) -> str | None:
+    """Why the candidate may not read ``owner.name`` (whose value is ``value``), or None."""
+    owner_name = _module_name(owner)
+    if name.startswith("_") and name not in policy.ALLOWED_DUNDER_ATTRIBUTES:
+        return f"{owner_name}.{name} refused at run time: private and dunder attributes are off limits"
+    if isinstance(value, types.ModuleType):
+        problem = _module_allowed(_module_name(value))
+        if problem:
+            return (f"{owner_name}.{name} refused at run time: it is the module {_module_name(value)}, "
+                    "which a candidate may not import")
+        return None
+    root = owner_name.split(".")[0]
+    if root == "triton":
+        if name in policy.TRITON_DOORS:
+            return f"{owner_name}.{name} refused at run time: Triton's runtime is off limits"
+        return None
+    if owner is torch or owner is torch.cuda:
+        if name not in policy.ALLOWED_TORCH_NAMES:
+            return f"{owner_name}.{name} refused at run time: torch may only allocate, view and launch"
+        return None
+    if name in policy.FORBIDDEN_ATTRIBUTES or name in policy.DOOR_FUNCTIONS:
+        return f"{owner_name}.{name} refused at run time"
+    return None
+
+
+def _module_name(module: types.ModuleType) -> str:
+    name = types.ModuleType.__getattribute__(module, "__dict__").get("__name__")
+    return name if isinstance(name, str) else "?"
+
+
+def _guarded_class(base: type) -> type:
+    cls = _guarded_classes.get(base)
+    if cls is None:
+        get = base.__getattribute__
+
+        def __getattribute__(self, name):
+            value = get(self, name)
+            if STATE.active:
+                # The rule first (cheap); the frame only when the rule objects or a module is handed out.
+                problem = _module_door(self, name, value)
+                if problem or isinstance(value, types.ModuleType):
+                    caller = _frame(1)
+                    if not (_is_candidate_code(caller) and _reads_name(caller, name)):
+                        return value
+                    if problem:
+                        raise STATE.violate(problem)
+                    guard_module(value)
+            return value
+
+        cls = type(base.__name__, (base,), {"__getattribute__": __getattribute__, "__slots__": ()})
+        _guarded_classes[base] = cls
+    return cls
+
+
+def guard_module(module: Any) -> None:
+    """Watch the candidate's reads of ``module``'s attributes while it runs."""
+    if not isinstance(module, types.ModuleType) or module in _guarded_modules:
+        return
+    original = type(module)
+    _guarded_modules[module] = original
+    if STATE.active:
+        module.__class__ = _guarded_class(original)
+
+
+def _swap_module_classes(guarded: bool) -> None:
+    for module, original in _guarded_modules.items():
+        module.__class__ = _guarded_class(original) if guarded else original
 
 
 def _guarded_getattr(obj, name, *default):
     if not isinstance(name, str):
         raise TypeError("attribute name must be a string")
-    if name.startswith("_") or name in policy.FORBIDDEN_ATTRIBUTES:
+    if name.startswith("_") or name in policy.FORBIDDEN_ATTRIBUTES or name in policy.DOOR_FUNCTIONS:
         raise STATE.violate(f"getattr(..., {name!r}) refused at run time")
     if obj is torch and name not in policy.ALLOWED_TORCH_NAMES:
         raise STATE.violate(f"getattr(torch, {name!r}) refused at run time: torch may only allocate, view and launch")
     if obj is torch.cuda and name not in policy.ALLOWED_TORCH_NAMES:
         raise STATE.violate(f"getattr(torch.cuda, {name!r}) refused at run time")
-    return getattr(obj, name, *default)
+    value = getattr(obj, name, *default)
+    if isinstance(obj, types.ModuleType):
+        problem = _module_door(obj, name, value)
+        if problem:
+            raise STATE.violate(problem)
+        guard_module(value)
+    return value
 
 
 def _refused_builtin(name: str):
@@ -372,12 +577,14 @@ def install(candidate_file: str) -> None:
 def guarded():
     """Candidate code runs inside this: every guard active, torch compute refused."""
     with _lock:
+        _swap_module_classes(True)
         STATE.active = True
         try:
             with _RefuseDispatch():
                 yield
         finally:
             STATE.active = False
+            _swap_module_classes(False)
 
 
 def call_watched(fn, kwargs):
@@ -387,11 +594,13 @@ def call_watched(fn, kwargs):
     be charged to the candidate; those calls are checked by launch count, sampled outputs,
     re-check afterwards and the physical floor instead.
     """
+    _swap_module_classes(True)
     STATE.active = True
     try:
         return fn(**kwargs)
     finally:
         STATE.active = False
+        _swap_module_classes(False)
 
 
 def watched_functions() -> dict[str, Any]:

@@ -12,6 +12,7 @@ milliseconds without starting a subprocess.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 
 # Third-party kernel libraries: the honesty rule of the project.
@@ -55,9 +56,21 @@ FORBIDDEN_ATTRIBUTES = frozenset(
      "multiprocessing", "overrides", "jit_state", "environ", "getenv", "register_forward_hook",
      "Autotuner", "JITFunction", "InterpretedFunction", "launch_enter_hook", "launch_exit_hook"}
 )
+# Functions that read attributes or frames by a name built at run time, or evaluate strings.
+DOOR_FUNCTIONS = frozenset(
+    {"attrgetter", "methodcaller", "get_type_hints", "currentframe", "getframeinfo", "getmembers",
+     "getattr_static", "exc_info", "exception", "settrace", "setprofile", "f_code", "f_builtins", "gi_code",
+     "cr_code", "ag_frame", "ag_code", "tb_next", "get_annotations"}
+)
 TRITON_DOORS = frozenset(
     {"runtime", "knobs", "testing", "compiler", "backends", "tools", "JITFunction", "Autotuner",
      "InterpretedFunction", "launch_enter_hook", "launch_exit_hook", "driver"}
+)
+# Names of standard-library modules a candidate may not import. Allowed modules expose some as
+# attributes (``typing.sys``, ``typing.operator``, ``enum.bltns``, ``tl.core.builtins``,
+# ``torch.cuda.os``): read from a module, such a name is refused even on a Triton chain.
+MODULE_DOORS = frozenset(
+    (set(sys.stdlib_module_names) - set(ALLOWED_IMPORTS) - {"random"}) | {"bltns", "stdlib_re"}
 )
 ALLOWED_DUNDER_ATTRIBUTES = frozenset({"__name__", "__doc__"})
 ALLOWED_DUNDER_DEFS = frozenset({"__init__", "__call__", "__post_init__"})
@@ -151,6 +164,9 @@ class _Scanner(ast.NodeVisitor):
             if module == "torch" and alias.name not in ALLOWED_TORCH_NAMES:
                 self.flag(node, f"torch.{alias.name} computes or escapes: torch may only allocate, view and launch")
                 continue
+            if alias.name in MODULE_DOORS or alias.name in DOOR_FUNCTIONS:
+                self.flag(node, f"import of '{full}' is not allowed in a candidate (a door into the interpreter)")
+                continue
             if alias.name in FORBIDDEN_ATTRIBUTES or alias.name in FORBIDDEN_BUILTINS:
                 self.flag(node, f"import of '{full}' is not allowed in a candidate")
                 continue
@@ -187,7 +203,11 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(node, f"private attribute '.{name}' of {root} is not allowed")
         if name in FORBIDDEN_ATTRIBUTES and not self._is_triton_chain(node):
             self.flag(node, f"attribute '.{name}' is not allowed in a candidate")
+        elif name in DOOR_FUNCTIONS:
+            self.flag(node, f"attribute '.{name}' is not allowed in a candidate (a door into the interpreter)")
         chain = self._chain(node)
+        if chain and name in MODULE_DOORS and chain[0] in self.module_aliases:
+            self.flag(node, f"attribute '.{name}' of {'.'.join(chain[:-1])} is a module a candidate may not import")
         if chain and len(chain) >= 2:
             module = self.module_aliases.get(chain[0])
             if module and module.split(".")[0] == "torch":
@@ -199,10 +219,11 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_attribute_name(self, node: ast.AST, name: str, owner: ast.AST) -> None:
-        if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
+        chain = self._chain(owner) or []
+        if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES or name in DOOR_FUNCTIONS or (
+                name in MODULE_DOORS and chain and chain[0] in self.module_aliases):
             self.flag(node, f"getattr of '{name}' is not allowed in a candidate")
             return
-        chain = self._chain(owner) or []
         module = self.module_aliases.get(chain[0], "") if chain else ""
         if module.split(".")[0] == "torch":
             self._check_torch_chain(node, module.split(".")[1:] + chain[1:] + [name])

@@ -88,6 +88,22 @@ RUNTIME_CASES = (
     Case("kernel_compile_error", "compile_error", "line 18 (t = tl.arange(0, BLOCK_T + 1))", static=True),
     Case("cache_during_timing", "incorrect", "tolerance", static=True, reps=4),
     Case("hang", "timeout", "no verdict within", static=True, timeout_s=10.0),
+    # Ordinary Python, accepted with the scan on (the standard library's exec for @dataclass and
+    # namedtuple is its own, not the candidate's).
+    Case("honest_dataclass_config", "ok", "accepted", static=True),
+    Case("honest_namedtuple_enum", "ok", "accepted", static=True),
+    Case("honest_autotuned_workspace", "ok", "accepted", static=True, reps=4),
+    # Doors into the interpreter (2026-12-02), scan off: the run-time guards stop each alone.
+    Case("door_triton_core_builtins", "forbidden", "triton.language.core.builtins refused at run time"),
+    Case("door_enum_builtins", "forbidden", "enum.bltns refused at run time"),
+    Case("door_typing_attrgetter", "forbidden", "typing.operator refused at run time"),
+    Case("door_from_typing_import_sys", "forbidden", "typing.sys refused at run time"),
+    Case("door_inspect_frame", "forbidden", "reading .tb_frame"),
+    Case("door_generator_frame", "forbidden", "reading .gi_frame"),
+    Case("door_guard_flag", "forbidden", "dataclasses.sys refused at run time"),
+    Case("door_sys_modules_timer", "forbidden", "torch.sys refused at run time"),
+    # Reading __globals__ raises no audit event: only the scan stops this one (scan on).
+    Case("door_guard_globals", "forbidden", "'.__globals__' is not allowed", static=True),
 )
 
 # Candidate -> a fragment of the first static finding.
@@ -118,4 +134,13 @@ STATIC_CASES = {
     "self_kill": "torch.os",
     "side_stream": "'.Stream'",
     "syntax_error": "SyntaxError",
+    "door_triton_core_builtins": "attribute '.builtins' of tl.core is a module a candidate may not import",
+    "door_enum_builtins": "attribute '.bltns' of enum is a module a candidate may not import",
+    "door_typing_attrgetter": "attribute '.operator' of typing is a module a candidate may not import",
+    "door_from_typing_import_sys": "import of 'typing.sys' is not allowed",
+    "door_inspect_frame": "'.tb_frame'",
+    "door_generator_frame": "'.gi_frame'",
+    "door_guard_flag": "'.sys'",
+    "door_guard_globals": "'.__globals__'",
+    "door_sys_modules_timer": "torch.sys computes or escapes",
 }

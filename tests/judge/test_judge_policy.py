@@ -17,7 +17,8 @@ def test_scan_rejects_exploit(name):
     assert STATIC_CASES[name] in text, text
 
 
-@pytest.mark.parametrize("name", ["honest_cumsum", "honest_views", "non_causal", "input_mutation", "hidden_getattr",
+@pytest.mark.parametrize("name", ["honest_cumsum", "honest_views", "honest_dataclass_config", "honest_namedtuple_enum",
+                                  "honest_autotuned_workspace", "honest_reused_buffer", "non_causal", "input_mutation", "hidden_getattr",
                                   "nan_output", "wrong_shape", "precision_downgrade"])
 def test_scan_lets_valid_python_through(name):
     # non_causal, input_mutation and nan_output are pure Triton cheats, wrong_shape and
@@ -51,6 +52,20 @@ def test_scan_lets_valid_python_through(name):
         ("import torch\ndef kernel(x):\n    return torch.cuda.threading", "torch.cuda.threading is not allowed"),
         ("import torch\ndef kernel(x):\n    return getattr(torch, 'sys')", "getattr of 'sys'"),
         ("import torch\ndef helper(x):\n    return x", "kernel(**inputs)"),
+        # Doors into the interpreter (2026-12-02): modules exposed as attributes of allowed modules,
+        # even on a Triton chain, and functions that read by a string or hand out frames.
+        ("import triton.language as tl\ndef kernel(x):\n    return tl.core.inspect", "'.inspect' of tl.core"),
+        ("import triton.language as tl\ndef kernel(x):\n    return tl.core.builtins", "'.builtins' of tl.core"),
+        ("import typing\ndef kernel(x):\n    return typing.collections", "'.collections' of typing is a module"),
+        ("import torch\ndef kernel(x):\n    return torch.cuda.os", "'.os'"),
+        ("import enum\ndef kernel(x):\n    return getattr(enum, 'bltns')", "getattr of 'bltns'"),
+        ("from typing import operator\ndef kernel(x):\n    return x", "import of 'typing.operator' is not allowed"),
+        ("from dataclasses import inspect\ndef kernel(x):\n    return x", "import of 'dataclasses.inspect'"),
+        ("import functools\ndef kernel(x, f):\n    return f.attrgetter('a')", "'.attrgetter'"),
+        ("import typing\ndef kernel(x):\n    return typing.get_type_hints(x)", "'.get_type_hints'"),
+        ("def kernel(x):\n    return x.currentframe()", "'.currentframe'"),
+        ("def kernel(x):\n    g = (i for i in x)\n    return g.gi_frame", "'.gi_frame'"),
+        ("def kernel(x):\n    return x.gi_code", "'.gi_code'"),
     ],
 )
 def test_scan_catches(snippet, fragment):
@@ -74,3 +89,12 @@ def test_judge_validates_arguments():
         judge(source, TOY, seeds=0)
     with pytest.raises(ValueError, match="device must be"):
         judge(source, TOY, device="tpu")
+
+
+def test_scan_lets_ordinary_module_attributes_through():
+    # The module-door rule reads only names of modules a candidate may not import.
+    source = ("import math, functools, itertools, enum, typing\nimport triton\nimport triton.language as tl\n"
+              "from dataclasses import dataclass, field\n"
+              "def kernel(x):\n    return (math.ceil, functools.partial, itertools.product, enum.Enum, typing.NamedTuple,"
+              " tl.core.constexpr, tl.math.exp, triton.cdiv, tl.random, field)")
+    assert scan(source) == []
