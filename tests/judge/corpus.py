@@ -38,18 +38,19 @@ RUNTIME_CASES = (
     Case("honest_views", "ok", "accepted", static=True),
     Case("honest_heuristics", "ok", "accepted", static=True),
     Case("honest_reused_buffer", "ok", "accepted", static=True, reps=4),
-    Case("empty_output", "incorrect", "seed #0"),
+    Case("empty_output", "incorrect", "relative RMS error|NaN/Inf"),
     Case("stale_output", "incorrect", "tolerance|NaN/Inf"),
     Case("cached_output", "incorrect", "does not depend on the inputs"),
     Case("cached_by_address", "incorrect", "cached by address"),
-    Case("constant_output", "incorrect", "does not depend on the inputs"),
+    # A constant is wrong at the first call already; the plan's first call names the failure.
+    Case("constant_output", "incorrect", "does not depend on the inputs|relative RMS error"),
     # NaN is computed in Triton at every t = T-1 (2 x 3 columns of the first shape): a relative
     # error of NaN is never "> tolerance", so only the explicit NaN/Inf count stops it.
     Case("nan_output", "incorrect", "6 of 222 output values are NaN/Inf", static=True),
     Case("wrong_shape", "incorrect", "output must be (2, 37, 3) float32, got (2, 36, 3) float32", static=True),
     Case("precision_downgrade", "incorrect", "output must be (2, 37, 3) float32, got (2, 37, 3) float16",
          static=True),
-    Case("torch_fallback", "forbidden", "aten.cumsum"),
+    Case("torch_fallback", "forbidden", "aten.cumsum|torch.cumsum refused at run time"),
     Case("hidden_getattr", "forbidden", "getattr(torch, 'cumsum')", static=True),
     Case("hidden_method", "forbidden", "aten.cumsum", static=True),
     Case("hidden_arithmetic", "forbidden", "aten.mul", static=True),
@@ -60,34 +61,42 @@ RUNTIME_CASES = (
     Case("thread_injection", "forbidden", "import of 'threading' refused at run time"),
     # Python 3.11 has no audit event for a thread start (3.12 added _thread.start_new_thread):
     # there the thread-count check stops it; on 3.12+ the audit hook stops it first.
-    Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread"),
+    Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread|torch.cuda.threading refused at run time"),
     Case("timed_torch_fallback", "forbidden", "spot-checked timed call", reps=6),
-    Case("import_time_thread", "forbidden", "the candidate started threads while importing|_thread.start_new_thread"),
-    Case("backdoor_subprocess", "forbidden", "subprocess.Popen"),
-    Case("backdoor_socket", "forbidden", "socket."),
-    Case("backdoor_ctypes", "forbidden", "ctypes."),
-    Case("backdoor_timer_patch", "forbidden", "replaced time.perf_counter"),
-    Case("event_patch", "forbidden", "replaced torch.cuda.Event.elapsed_time"),
+    Case("import_time_thread", "forbidden", "the candidate started threads while importing|_thread.start_new_thread|torch.cuda.threading refused at run time"),
+    Case("backdoor_subprocess", "forbidden", "subprocess.Popen|torch.sys refused at run time"),
+    Case("backdoor_socket", "forbidden", "socket.|torch.sys refused at run time"),
+    Case("backdoor_ctypes", "forbidden", "ctypes.|torch.sys refused at run time"),
+    Case("backdoor_timer_patch", "forbidden", "replaced time.perf_counter|torch.sys refused at run time"),
+    Case("event_patch", "forbidden", "replaced torch.cuda.Event.elapsed_time|torch.cuda.Event refused at run time"),
     Case("ghost_launch", "forbidden", "no Triton kernel of the candidate was launched", static=True),
     Case("lying_subclass", "incorrect", "plain torch.Tensor"),
     Case("input_mutation", "incorrect", "modified its input 'x'", static=True),
     Case("non_causal", "incorrect", "causality violated", static=True),
-    Case("backdoor_gc_steal", "forbidden", "gc.get_objects"),
-    Case("backdoor_cache_plant", "forbidden", "may write files only inside its sandbox directory"),
-    Case("backdoor_read_file", "forbidden", "torch.from_file of /etc/hostname for reading"),
-    Case("backdoor_torch_save", "forbidden", "torch file writer of /tmp/marathon-judge-escape-torch-save.pt"),
+    Case("backdoor_gc_steal", "forbidden", "gc.get_objects|torch.sys refused at run time"),
+    # Triton's cache is now the sandbox's own (inside its directory): the plant's rename is refused.
+    Case("backdoor_cache_plant", "forbidden", "may write files only inside its sandbox directory|os.rename|triton.runtime refused at run time"),
+    Case("backdoor_read_file", "forbidden", "torch.from_file of /etc/hostname for reading|torch.from_file refused at run time"),
+    Case("backdoor_torch_save", "forbidden", "torch file writer of /tmp/marathon-judge-escape-torch-save.pt|torch.save refused at run time"),
     Case("early_exit", "runtime_error", "SystemExit", static=True),
-    Case("hard_exit", "crashed", "without a report"),
-    Case("fake_report", "crashed", "without a report"),
-    Case("read_secrets", "ok", "accepted"),
-    Case("self_kill", "forbidden", "os.kill"),
+    # Reaching torch.os is refused now (the module guard, scan off); under a compromised
+    # interpreter an exit still ends as "without a report" (test_judge_isolation.py).
+    Case("hard_exit", "forbidden", "torch.os refused at run time"),
+    Case("fake_report", "forbidden", "torch.os refused at run time"),
+    # The environment is empty under isolation; a candidate that could read anything at all
+    # finds no secret (test_judge_isolation.py hunts with no guard at all).
+    Case("read_secrets", "forbidden", "torch.os refused at run time"),
+    Case("self_kill", "forbidden", "os.kill|torch.os refused at run time"),
     Case("oob_crash", "crashed", "SIGSEGV", static=True),
     Case("oom", "runtime_error", "out of memory", static=True),
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
     Case("kernel_compile_error", "compile_error", "line 18 (t = tl.arange(0, BLOCK_T + 1))", static=True),
-    Case("cache_during_timing", "incorrect", "tolerance", static=True, reps=4),
-    Case("hang", "timeout", "no verdict within", static=True, timeout_s=10.0),
+    Case("cache_during_timing", "incorrect", "outputs of timed calls", static=True, reps=4),
+    # The per-call deadline, not the judgement's: a first call gets FIRST_CALL_S["cpu"] = 30 s.
+    Case("hang", "timeout", "within its deadline of 30 s", static=True, timeout_s=240.0),
+    # A later call of an already-compiled shape: MIN_CALL_S["cpu"] = 20 s (20 x the reference's time is less).
+    Case("hang_later", "timeout", "within its deadline of 20 s", static=True, timeout_s=240.0),
     # Ordinary Python, accepted with the scan on (the standard library's exec for @dataclass and
     # namedtuple is its own, not the candidate's).
     Case("honest_dataclass_config", "ok", "accepted", static=True),
