@@ -181,6 +181,10 @@ class ProblemPublic(BaseModel):
     tolerance: dict[str, float]
     causal: bool
     notes: str
+    regimes: list[str] = Field(
+        default_factory=lambda: ["default"], description="Input distributions the judge draws from"
+    )
+    vary_shape: bool = Field(default=False, description="Whether the judge varies lengths around the listed shapes")
     baselines: str
     gpu_dtype: str
     bench: list[dict[str, Any]] = Field(

@@ -12,10 +12,15 @@ list problems cheaply; the callables import what they need when called.
 from __future__ import annotations
 
 import importlib
+import math
+import random
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 Shape = tuple[int, ...]
+
+DEFAULT_REGIME = "default"
 
 ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -26,6 +31,29 @@ def dtype_name(dtype: Any) -> str:
     if name not in ELEMENT_BYTES:
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(ELEMENT_BYTES)}")
     return name
+
+
+def check_regime(regime: str, known: tuple[str, ...]) -> str:
+    """Return ``regime`` if it is one of ``known``; otherwise raise ValueError naming them."""
+    if regime not in known:
+        raise ValueError(f"unknown input regime {regime!r}; known regimes: {', '.join(known)}")
+    return regime
+
+
+def regime_seed(seed: int, regime: str) -> int:
+    """The generator seed of ``(seed, regime)``: ``seed`` itself for the default regime (so it
+    draws exactly what it always drew), a stable mix of both otherwise, so two regimes never
+    share their random streams."""
+    if regime == DEFAULT_REGIME:
+        return int(seed)
+    return (int(seed) * 1_000_003 + zlib.crc32(regime.encode())) % (2**63)
+
+
+def vary_length(n: int, rng: random.Random, spread: float = 0.25) -> int:
+    """A length drawn uniformly from ``[ceil((1 - spread) n), floor((1 + spread) n)]``, at least 1."""
+    low = max(1, math.ceil((1.0 - spread) * n))
+    high = max(low, math.floor((1.0 + spread) * n))
+    return rng.randint(low, high)
 
 
 def load_object(path: str) -> Any:
@@ -66,8 +94,11 @@ class Problem:
         gpu_dtype / cpu_dtype: the dtype name inputs take on the GPU and under the
             interpreter (some Triton versions compute bf16 ``tl.dot`` wrongly there).
         causal: the time axis, or None for non-causal problems.
-        make_inputs: ``(shape, seed, device, dtype) -> dict[name, Tensor | float]``;
-            deterministic per seed, realistic distributions.
+        make_inputs: ``(shape, seed, device, dtype, regime="default") -> dict[name, Tensor | float]``;
+            deterministic per ``(shape, seed, regime)``. ``regime`` names the input
+            distribution; an unknown one raises ValueError naming the known ones. The
+            ``"default"`` regime is the realistic distribution (and never changes: stored
+            results depend on it); the others stress what it leaves unchecked.
         reference: object path of ``reference(**inputs) -> Tensor`` (high precision).
         output: ``(shape, dtype) -> (output shape, output dtype name)``.
         flops / bytes_moved: ``(shape, dtype) -> float`` for the roofline.
@@ -75,6 +106,13 @@ class Problem:
             first entry is the primary baseline that speedups are reported against.
         ours: object path of our own Triton kernel's public function.
         space: object path of the module holding ``SPACE``, ``DEFAULT`` and ``render``.
+        regimes: the input distributions ``make_inputs`` accepts; ``"default"`` comes first.
+        vary_shape: ``(listed shape, rng) -> shape`` draws a member of the listed shape's
+            family, or None when the listed shapes are the only ones. A family keeps fixed
+            every dim the kernel is specialised for (head dims, widths it requires) and
+            the batch/head counts, and varies the length dims (sequence, cache length)
+            around the listed value, so ragged lengths the list lacks appear. Each
+            problem's function documents its family. ``draw_shapes`` applies it.
     """
 
     name: str
@@ -96,11 +134,31 @@ class Problem:
     causal: CausalAxis | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    regimes: tuple[str, ...] = (DEFAULT_REGIME,)
+    vary_shape: Callable[[Shape, random.Random], Shape] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.regimes or self.regimes[0] != DEFAULT_REGIME or len(set(self.regimes)) != len(self.regimes):
+            raise ValueError(f"problem {self.name!r}: regimes must be distinct and start with "
+                             f"{DEFAULT_REGIME!r}, got {self.regimes!r}")
 
     def shape_set(self, which: str) -> tuple[Shape, ...]:
         if which not in self.shapes:
             raise ValueError(f"problem {self.name!r} has no shape set {which!r}; known: {sorted(self.shapes)}")
         return self.shapes[which]
+
+    def check_regime(self, regime: str) -> str:
+        """Return ``regime`` if this problem knows it; otherwise raise ValueError naming the known ones."""
+        return check_regime(regime, self.regimes)
+
+    def draw_shapes(self, which: str, rng: random.Random) -> tuple[Shape, ...]:
+        """``shape_set(which)`` with ``vary_shape`` applied to each shape, in order, drawing from
+        ``rng`` (the listed shapes unchanged when ``vary_shape`` is None). Deterministic for a
+        seeded ``rng``; the draws advance it."""
+        listed = self.shape_set(which)
+        if self.vary_shape is None:
+            return listed
+        return tuple(tuple(int(n) for n in self.vary_shape(shape, rng)) for shape in listed)
 
     def describe_shape(self, shape: Shape) -> str:
         return ",".join(f"{d}={n}" for d, n in zip(self.dims, shape))
@@ -133,4 +191,6 @@ class Problem:
             "tolerance": dict(self.tolerance),
             "causal": self.causal is not None,
             "notes": self.notes,
+            "regimes": list(self.regimes),
+            "vary_shape": self.vary_shape is not None,
         }

@@ -13,18 +13,47 @@ token (the Kimi model normalizes both), ``g`` [B, T, H, D] fp32 log-decay,
 Distributions follow FLA's KDA benchmarks and tests: ``g = logsigmoid(randn)`` clamped at
 -5 (the Kimi model's gate lower bound: per-step decay >= e^-5), ``beta = sigmoid(randn)``.
 The clamp is what makes chunked kernels safe: 15 steps of decay stay under e^75, inside fp32.
+
+Input regimes (``make_inputs(..., regime=...)``):
+
+- ``"default"``: the distribution above, ``scale = D ** -0.5``. Gates decay fast (mean
+  g about -0.8): a token's contribution fades below 1e-4 within about 16 steps, so a kernel
+  that drops its state early still passes here.
+- ``"long_memory"``: ``g = logsigmoid(randn + 6)`` (per-step decay about e^-0.0025, at least
+  e^-0.05 for all but rare draws): the state carries information across hundreds of tokens.
+- ``"strong_decay"``: ``g = logsigmoid(randn - 5)`` clamped at -5: about half the gates sit
+  exactly on the lower bound, the rest in (-5, -2]: the largest in-chunk decay spans.
+
+In both non-default regimes ``scale = D ** -0.5 * 2 ** u`` with ``u`` uniform in [-1, 1]
+drawn from the seed, so a kernel that hard-codes the scale fails.
+
+Shape families (``vary_shape``): B, H and D stay as listed (D is the head dim the kernel is
+specialised for); T is drawn uniformly within +-25% of the listed T (at least 1).
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from kernels.problem import ELEMENT_BYTES as _ELEMENT_BYTES, CausalAxis, Problem, Shape, dtype_name as _dtype_name
+from kernels.problem import (
+    ELEMENT_BYTES as _ELEMENT_BYTES,
+    CausalAxis,
+    Problem,
+    Shape,
+    check_regime,
+    dtype_name as _dtype_name,
+    regime_seed,
+    vary_length,
+)
 
 GATE_LOWER_BOUND = -5.0
 # The chunk length C of the paper's FLOP count (Kimi Linear report, section 6.3).
 FLOP_CHUNK = 64
-
+REGIMES = ("default", "long_memory", "strong_decay")
+# Gate logit offsets of the non-default regimes: g = logsigmoid(randn + offset).
+LONG_MEMORY_GATE_SHIFT = 6.0
+STRONG_DECAY_GATE_SHIFT = -5.0
 
 
 def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
@@ -34,33 +63,50 @@ def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
     return batch, seq, heads, dim
 
 
-def make_inputs(shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16") -> dict[str, Any]:
+def make_inputs(
+    shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16", regime: str = "default"
+) -> dict[str, Any]:
     """Inputs for shape ``(B, T, H, D)``: q, k, v [B, T, H, D] and beta [B, T, H] in ``dtype``,
-    g [B, T, H, D] fp32, scale a float.
+    g [B, T, H, D] fp32, scale a float; ``regime`` is one of ``REGIMES`` (module docstring).
 
-    Drawn on the CPU from a generator seeded with ``seed`` and then moved, so one seed gives
-    the same values on every device.
+    Drawn on the CPU from a generator seeded from ``(seed, regime)`` and then moved, so one
+    seed gives the same values on every device. The default regime draws what it always drew.
     """
     import torch
     import torch.nn.functional as F
 
+    check_regime(regime, REGIMES)
     batch, seq, heads, dim = _check_shape(shape)
     torch_dtype = getattr(torch, _dtype_name(dtype))
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(regime_seed(seed, regime))
     size = (batch, seq, heads, dim)
     q = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
     k = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
     v = torch.randn(size, generator=gen)
-    g = F.logsigmoid(torch.randn(size, generator=gen)).clamp(min=GATE_LOWER_BOUND)
+    gate_logits = torch.randn(size, generator=gen)
+    if regime == "long_memory":
+        gate_logits = gate_logits + LONG_MEMORY_GATE_SHIFT
+    elif regime == "strong_decay":
+        gate_logits = gate_logits + STRONG_DECAY_GATE_SHIFT
+    g = F.logsigmoid(gate_logits).clamp(min=GATE_LOWER_BOUND)
     beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen))
+    scale = dim**-0.5
+    if regime != "default":
+        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen)) - 1.0)
     return {
         "q": q.to(device=device, dtype=torch_dtype),
         "k": k.to(device=device, dtype=torch_dtype),
         "v": v.to(device=device, dtype=torch_dtype),
         "g": g.to(device=device, dtype=torch.float32),
         "beta": beta.to(device=device, dtype=torch_dtype),
-        "scale": dim**-0.5,
+        "scale": scale,
     }
+
+
+def vary_shape(shape: Shape, rng: random.Random) -> Shape:
+    """A member of ``shape``'s family: B, H and D kept, T uniform within +-25% (at least 1)."""
+    batch, seq, heads, dim = _check_shape(shape)
+    return (batch, vary_length(seq, rng), heads, dim)
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
@@ -101,8 +147,10 @@ PROBLEM = Problem(
         "bench": BENCH_SHAPES,
         "verify": ((1, 1000, 4, 128), (2, 63, 2, 128), (1, 4096, 8, 128), (2, 500, 3, 128), (1, 8192, 2, 128)),
         # Interpreter cost grows with chunks x batch x heads (about 0.3 s per chunk program on
-        # two cores): ragged multi-chunk T, B > 1 and H > 1 each appear once.
-        "cpu": ((1, 100, 1, 32), (2, 20, 1, 32), (1, 40, 2, 32)),
+        # two cores): ragged multi-chunk T, B > 1 and H > 1 each appear once. T = 180 keeps
+        # its whole family (T in [135, 225]) past 128 steps, so a kernel that only computes
+        # the first 128 steps fails on the CPU too.
+        "cpu": ((1, 180, 1, 32), (2, 20, 1, 32), (1, 40, 2, 32)),
     },
     # bf16: FLA's own test bar (relative RMS 5e-3 against the fp32 recurrence). Rounding the
     # output to bf16 alone costs about 1.5e-3; FLA chunk_kda measures 3.9e-3 at T=1024.
@@ -120,4 +168,6 @@ PROBLEM = Problem(
     notes="Memory-bound even when fully fused (about 100 FLOP/byte against an H200 ridge of "
     "about 184). The state scan is sequential over time: at small B*H the GPU starves.",
     extra={"launch_bound": False, "gate_lower_bound": GATE_LOWER_BOUND},
+    regimes=REGIMES,
+    vary_shape=vary_shape,
 )

@@ -14,14 +14,38 @@ Input distributions: ``kv`` rows look like RMSNorm outputs (unit RMS per element
 log-normal per-token gain, so some tokens stand out; ``q`` is scaled so that the scaled
 logits have a standard deviation of about 1.5. At S=8192 the softmax then has an effective
 support (1 / sum p^2) of about a hundred tokens: neither flat nor one-hot.
+
+Input regimes (``make_inputs(..., regime=...)``):
+
+- ``"default"``: the distribution above, ``scale = 1 / sqrt(192)``.
+- ``"peaked"``: scaled logits with a standard deviation of 6: the softmax is close to one-hot
+  (a handful of tokens carry the mass), the running maximum and rescaling matter.
+- ``"flat"``: scaled logits with a standard deviation of 0.05: the softmax is close to
+  uniform, so the output is an average over every cached row and no row may be dropped.
+
+In both non-default regimes ``scale = 1 / sqrt(192) * 2 ** u`` with ``u`` uniform in
+[-1, 1] drawn from the seed (``q`` is rescaled so that the logit spread stays the regime's),
+so a kernel that hard-codes the scale fails.
+
+Shape families (``vary_shape``): B, H and the 576 / 512 widths stay as listed; S is drawn
+uniformly within +-25% of the listed S (at least 1).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
-from kernels.problem import ELEMENT_BYTES as _ELEMENT_BYTES, Problem, Shape, dtype_name as _dtype_name
+from kernels.problem import (
+    ELEMENT_BYTES as _ELEMENT_BYTES,
+    Problem,
+    Shape,
+    check_regime,
+    dtype_name as _dtype_name,
+    regime_seed,
+    vary_length,
+)
 
 D_LATENT = 512
 D_ROPE = 64
@@ -29,6 +53,9 @@ D_QK = D_LATENT + D_ROPE
 SOFTMAX_SCALE = 1.0 / math.sqrt(192.0)
 LOGIT_STD = 1.5
 TOKEN_GAIN_LOG_STD = 0.25
+# Standard deviation of the scaled logits per input regime.
+REGIME_LOGIT_STD = {"default": LOGIT_STD, "peaked": 6.0, "flat": 0.05}
+REGIMES = tuple(REGIME_LOGIT_STD)
 
 
 
@@ -39,26 +66,40 @@ def _check_shape(shape: Shape) -> tuple[int, int, int]:
     return batch, heads, seq
 
 
-def make_inputs(shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16") -> dict[str, Any]:
-    """Inputs for shape ``(B, H, S)``: ``q`` [B, H, 576], ``kv`` [B, S, 576], ``scale`` float.
+def make_inputs(
+    shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16", regime: str = "default"
+) -> dict[str, Any]:
+    """Inputs for shape ``(B, H, S)``: ``q`` [B, H, 576], ``kv`` [B, S, 576], ``scale`` float;
+    ``regime`` is one of ``REGIMES`` (module docstring).
 
-    Drawn on the CPU from a generator seeded with ``seed`` and then moved, so the same seed
-    gives the same values on every device.
+    Drawn on the CPU from a generator seeded from ``(seed, regime)`` and then moved, so the
+    same seed gives the same values on every device. The default regime draws what it always drew.
     """
     import torch
 
+    check_regime(regime, REGIMES)
     batch, heads, seq = _check_shape(shape)
     torch_dtype = getattr(torch, _dtype_name(dtype))
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(regime_seed(seed, regime))
     token_gain = torch.exp(TOKEN_GAIN_LOG_STD * torch.randn(batch, seq, 1, generator=gen))
     kv = torch.randn(batch, seq, D_QK, generator=gen) * token_gain
-    q_std = LOGIT_STD / (SOFTMAX_SCALE * math.sqrt(D_QK))
+    scale = SOFTMAX_SCALE
+    if regime != "default":
+        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen)) - 1.0)
+    q_std = REGIME_LOGIT_STD[regime] / (scale * math.sqrt(D_QK))
     q = torch.randn(batch, heads, D_QK, generator=gen) * q_std
     return {
         "q": q.to(device=device, dtype=torch_dtype),
         "kv": kv.to(device=device, dtype=torch_dtype),
-        "scale": SOFTMAX_SCALE,
+        "scale": scale,
     }
+
+
+def vary_shape(shape: Shape, rng: random.Random) -> Shape:
+    """A member of ``shape``'s family: B and H kept (and the 576 / 512 widths, which are not
+    in the shape), S uniform within +-25% (at least 1)."""
+    batch, heads, seq = _check_shape(shape)
+    return (batch, heads, vary_length(seq, rng))
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
@@ -119,4 +160,6 @@ PROBLEM = Problem(
         "softmax_scale": SOFTMAX_SCALE,
         "launch_bound_shapes": [(1, 64, 8192), (1, 128, 8192), (1, 64, 65536)],
     },
+    regimes=REGIMES,
+    vary_shape=vary_shape,
 )

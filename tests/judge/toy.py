@@ -3,17 +3,25 @@
 ``y[b, t, h] = scale * sum_{s <= t} x[b, s, h]`` with ``x`` [B, T, H]. Tiny shapes keep the
 Triton interpreter fast; the causal axis lets the judge's causality check bite.
 Loaded as ``"tests.judge.toy:PROBLEM"``.
+
+Regimes: ``"default"`` (``x`` standard normal, ``scale`` in [0.5, 1.5)) and ``"large"``
+(``x`` times 1e3, ``scale`` log-uniform in [0.1, 10]). Shape family: B and H kept, T within
++-25% of the listed T (at least 1).
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
-from kernels.problem import CausalAxis, Problem, Shape
+from kernels.problem import CausalAxis, Problem, Shape, check_regime, regime_seed, vary_length
 
 CANDIDATES = Path(__file__).parent / "candidates"
 _ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+REGIMES = ("default", "large")
+LARGE_FACTOR = 1e3
 
 SPACE: dict[str, list[Any]] = {}
 DEFAULT: dict[str, Any] = {}
@@ -24,16 +32,29 @@ def render(knobs: dict[str, Any]) -> str:
     return (CANDIDATES / "honest_cumsum.py").read_text()
 
 
-def make_inputs(shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "float32") -> dict[str, Any]:
-    """``x`` [B, T, H] standard normal and a positive ``scale``, drawn on the CPU from ``seed``."""
+def make_inputs(
+    shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "float32", regime: str = "default"
+) -> dict[str, Any]:
+    """``x`` [B, T, H] and a positive ``scale``, drawn on the CPU from ``(seed, regime)``."""
     import torch
 
+    check_regime(regime, REGIMES)
     batch, steps, heads = shape
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(regime_seed(seed, regime))
     x = torch.randn(batch, steps, heads, generator=gen)
-    scale = 0.5 + float(torch.rand(1, generator=gen))
+    if regime == "large":
+        x = x * LARGE_FACTOR
+        scale = 10.0 ** (2.0 * float(torch.rand(1, generator=gen)) - 1.0)
+    else:
+        scale = 0.5 + float(torch.rand(1, generator=gen))
     torch_dtype = getattr(torch, str(dtype).removeprefix("torch."))
     return {"x": x.to(device=device, dtype=torch_dtype), "scale": scale}
+
+
+def vary_shape(shape: Shape, rng: random.Random) -> Shape:
+    """B and H kept, T uniform within +-25% (at least 1)."""
+    batch, steps, heads = shape
+    return (batch, vary_length(steps, rng), heads)
 
 
 def reference(x, scale):
@@ -83,4 +104,6 @@ PROBLEM = Problem(
     gpu_dtype="float32",
     cpu_dtype="float32",
     causal=CausalAxis("T", {"x": 1}, 1),
+    regimes=REGIMES,
+    vary_shape=vary_shape,
 )

@@ -3,9 +3,11 @@
 from kernels.problem import Problem
 
 
-def make_inputs(shape, seed, device="cpu", dtype="float32"):
-    """``x`` [N]."""
+def make_inputs(shape, seed, device="cpu", dtype="float32", regime="default"):
+    """``x`` [N]; the one regime is ``"default"``."""
     import torch
+
+    PROBLEM.check_regime(regime)
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     return {"x": torch.randn(shape[0], generator=gen).to(device=device, dtype=getattr(torch, dtype))}
