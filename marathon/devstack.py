@@ -5,7 +5,9 @@ worker, and one GPU worker per visible GPU (or one CPU-mode evaluation worker wh
 Each child runs in its own session, so a Ctrl-C in the terminal reaches only the supervisor,
 which then stops the children in order (workers, API, Temporal). Each child also gets
 ``PR_SET_PDEATHSIG`` so it dies with the supervisor even when the supervisor is killed outright.
-A child that exits unexpectedly is restarted with exponential backoff.
+A child that exits unexpectedly is restarted with exponential backoff. Each child gets only the
+secrets its role uses (``role_env``): the evaluation workers, which run untrusted kernels, never
+see the LLM key nor any other credential.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, TextIO
+from typing import Callable, Mapping, Optional, TextIO
 
 import httpx
 
@@ -100,12 +103,67 @@ class ChildSpec:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     stop_grace_s: float = 10.0
-    # Only the child that calls the LLM (the CPU worker, through the proposer) sees its key.
-    needs_secrets: bool = False
+    # Which secrets it gets: a key of ROLE_GRANTS; None gets none at all.
+    role: Optional[str] = None
 
 
-# Variables holding credentials, kept from every child that does not need them.
-SECRET_ENV = ("MARATHON_LLM_API_KEY", "OPENAI_API_KEY")
+# Least privilege: each child gets the supervisor's environment less every secret, plus only the
+# secrets its role uses. A secret is a variable whose name says so (*_API_KEY, *TOKEN, *SECRET,
+# *PASSWORD, ...), a URL with a password in it, the store's URL or the LLM settings
+# (MARATHON_LLM_*; its base URL may carry a key too). Names are compared in upper case: the
+# settings read the environment case-insensitively, so `marathon_llm_api_key` is the key too.
+#
+# - temporal: nothing. The dev server keeps its state in SQLite under the home.
+# - api: the store (API tokens are checked against it). Not MARATHON_API_TOKEN, which only the
+#   client commands read, and not the LLM key.
+# - worker-cpu: the store and the LLM settings (the proposer and the compactor call the LLM),
+#   with the proxy variables, which may hold the proxy's password, to reach it.
+# - evaluator (a GPU worker, or the CPU-mode evaluation worker): the store only. It does need
+#   it: the evaluate activity reads the candidate's source from the store and writes the
+#   judge's report there, and the worker brings the schema up to date when it starts. Never the
+#   LLM key nor any other credential: this process runs untrusted kernels (the judge's sandbox
+#   has its own scrubbed environment, but this one must hold nothing worth escaping for).
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
+STORE_ENV = ("MARATHON_DATABASE_URL", "DATABASE_URL")
+# libpq's own credentials, for a PostgreSQL URL that carries none.
+LIBPQ_SECRET_ENV = ("PGPASSWORD", "PGSSLKEY")
+LLM_ENV_PREFIX = "MARATHON_LLM_"
+PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+_URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@", re.IGNORECASE)
+
+GRANTS: dict[str, Callable[[str], bool]] = {
+    "store": lambda name: name in STORE_ENV or name in LIBPQ_SECRET_ENV,
+    "llm": lambda name: name.startswith(LLM_ENV_PREFIX) or name in PROXY_ENV,
+}
+ROLE_GRANTS: dict[str, tuple[str, ...]] = {
+    "temporal": (),
+    "api": ("store",),
+    "worker-cpu": ("store", "llm"),
+    "evaluator": ("store",),
+}
+
+
+def is_secret(name: str, value: str) -> bool:
+    """Whether a variable is kept from the children whose role does not grant it."""
+    upper = name.upper()
+    return (
+        any(marker in upper for marker in SECRET_MARKERS)
+        or upper in STORE_ENV
+        or upper.startswith(LLM_ENV_PREFIX)
+        or bool(_URL_WITH_PASSWORD.match(value))
+    )
+
+
+def role_env(role: Optional[str], base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` less the secrets that ``role`` (a key of ROLE_GRANTS, or None) does not use."""
+    if role is not None and role not in ROLE_GRANTS:
+        raise ValueError(f"unknown child role {role!r}: one of {', '.join(ROLE_GRANTS)}")
+    grants = [GRANTS[grant] for grant in ROLE_GRANTS.get(role or "", ())]
+    return {
+        name: value
+        for name, value in base.items()
+        if not is_secret(name, value) or any(grant(name.upper()) for grant in grants)
+    }
 
 
 def visible_gpus(mode: str) -> list[str]:
@@ -228,10 +286,8 @@ class Child:
     def __init__(self, spec: ChildSpec, log_dir: Path, base_env: dict[str, str]):
         self.spec = spec
         self.log_path = log_dir / f"{spec.name}.log"
-        self.env = {**base_env, **spec.env}
-        if not spec.needs_secrets:
-            for name in SECRET_ENV:
-                self.env.pop(name, None)
+        # Fixed here once: a restart gets the same environment.
+        self.env = role_env(spec.role, {**base_env, **spec.env})
         self.process: Optional[subprocess.Popen] = None
         self.started_at = 0.0
         self.restarts = 0
@@ -310,7 +366,7 @@ def temporal_spec(config: StackConfig) -> ChildSpec:
         ip=config.temporal_host,
         namespace=config.namespace,
     )
-    return ChildSpec("temporal", argv, stop_grace_s=STOP_GRACE_S["temporal"])
+    return ChildSpec("temporal", argv, stop_grace_s=STOP_GRACE_S["temporal"], role="temporal")
 
 
 def api_spec(config: StackConfig) -> ChildSpec:
@@ -318,12 +374,12 @@ def api_spec(config: StackConfig) -> ChildSpec:
         sys.executable, "-m", "uvicorn", "api.main:create_app", "--factory",
         "--host", config.api_host, "--port", str(config.api_port), "--log-level", "info",
     ]
-    return ChildSpec("api", argv, stop_grace_s=STOP_GRACE_S["api"])
+    return ChildSpec("api", argv, stop_grace_s=STOP_GRACE_S["api"], role="api")
 
 
 def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
     marathon = [sys.executable, "-m", "marathon.cli", "worker"]
-    specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S, needs_secrets=True)]
+    specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S, role="worker-cpu")]
     if gpus:
         for gpu in gpus:
             specs.append(
@@ -332,6 +388,7 @@ def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
                     [*marathon, "gpu", "--device", "cuda"],
                     env={"CUDA_VISIBLE_DEVICES": gpu},
                     stop_grace_s=WORKER_STOP_GRACE_S,
+                    role="evaluator",
                 )
             )
     else:
@@ -341,27 +398,31 @@ def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
                 [*marathon, "gpu", "--device", "cpu"],
                 env={"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"},
                 stop_grace_s=WORKER_STOP_GRACE_S,
+                role="evaluator",
             )
         )
     return specs
 
 
 def child_env(config: StackConfig) -> dict[str, str]:
-    """What every child reads its settings from, so all of them agree on where things are."""
-    env = dict(os.environ)
-    env.pop("MARATHON_API_TOKEN", None)
-    env.update(
-        {
-            "MARATHON_HOME": str(config.home),
-            "MARATHON_API_HOST": config.api_host,
-            "MARATHON_API_PORT": str(config.api_port),
-            "MARATHON_TEMPORAL_ADDRESS": config.temporal_address,
-            "MARATHON_TEMPORAL_NAMESPACE": config.namespace,
-            "MARATHON_TEMPORAL_UI_URL": config.ui_url,
-            "MARATHON_DATABASE_URL": config.database,
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    """What every child reads its settings from, so all of them agree on where things are.
+
+    Each child gets only part of it: see ``role_env``."""
+    ours = {
+        "MARATHON_HOME": str(config.home),
+        "MARATHON_API_HOST": config.api_host,
+        "MARATHON_API_PORT": str(config.api_port),
+        "MARATHON_TEMPORAL_ADDRESS": config.temporal_address,
+        "MARATHON_TEMPORAL_NAMESPACE": config.namespace,
+        "MARATHON_TEMPORAL_UI_URL": config.ui_url,
+        "MARATHON_DATABASE_URL": config.database,
+        "PYTHONUNBUFFERED": "1",
+    }
+    # The settings read names case-insensitively: a `marathon_home` left in the environment
+    # must not override ours. DATABASE_URL goes too: the store's URL is MARATHON_DATABASE_URL.
+    replaced = {*ours, "DATABASE_URL"}
+    env = {name: value for name, value in os.environ.items() if name.upper() not in replaced}
+    env.update(ours)
     return env
 
 

@@ -4,7 +4,8 @@
   ``MARATHON_CPU_TASK_QUEUE``).
 - ``gpu``: the evaluate activity only, one evaluation at a time, on ``marathon-gpu-<arch>``
   (``sm90`` on Hopper; ``cpu`` in CPU mode). Run one process per GPU and pick the GPU with
-  ``CUDA_VISIBLE_DEVICES``.
+  ``CUDA_VISIBLE_DEVICES``. It keeps no secret but the store's URL: started from an environment
+  with more (an LLM key, a cloud token), it starts itself again without them.
 
 SIGINT/SIGTERM shut the worker down gracefully: running activities get time to finish.
 """
@@ -37,7 +38,34 @@ def worker_command(args: argparse.Namespace) -> NoReturn:
     import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.kind == "gpu":
+        restart_without_secrets()
     exit_without_teardown(asyncio.run(run_worker(args)))
+
+
+def restart_without_secrets() -> None:
+    """An evaluation worker runs untrusted kernels, so it holds no secret but the store's URL
+    (the policy of ``marathon up``, ``devstack.role_env``). Started by hand from an environment
+    with more (an LLM key, a cloud token), it starts itself again without them: deleting them
+    from ``os.environ`` would not do, ``/proc/<pid>/environ`` keeps what the process started with.
+    Under ``marathon up`` the environment is already clean and nothing happens."""
+    import logging
+    import os
+    import sys
+
+    from marathon.devstack import role_env
+
+    env = role_env("evaluator", os.environ)
+    if env == dict(os.environ):
+        return
+    dropped = sorted(set(os.environ) - set(env))
+    logging.getLogger("marathon.worker").info(
+        "an evaluation worker holds no secrets: restarting without %s", ", ".join(dropped)
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 def exit_without_teardown(code: int) -> NoReturn:

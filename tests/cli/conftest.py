@@ -7,8 +7,10 @@ from tests.cli.stack import new_stack
 
 
 @pytest.fixture(scope="module")
-def live_stack(tmp_path_factory):
+def live_stack(request, tmp_path_factory):
     stack = new_stack(tmp_path_factory.mktemp("marathon-home"))
+    # A module may set LIVE_STACK_ENV: extra variables for `marathon up` (fake secrets, say).
+    stack.extra_env.update(getattr(request.module, "LIVE_STACK_ENV", {}))
     stack.start()
     yield stack
     stack.stop()

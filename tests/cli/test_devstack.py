@@ -1,14 +1,18 @@
 """The supervisor's pieces that need no running stack: configuration checks, GPU discovery from
-``CUDA_VISIBLE_DEVICES``, restart backoff, the token file and the children it would start."""
+``CUDA_VISIBLE_DEVICES``, restart backoff, the token file, the children it would start and the
+secrets each of them gets (and a hand-started GPU worker's)."""
 
 import os
 import stat
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from marathon import devstack
 from marathon.devstack import Child, ChildSpec, StackConfig, ensure_token, visible_gpus, worker_specs
+from tests.cli.stack import REPO, free_ports, wait_for
 
 
 def test_config_rejects_clashing_and_impossible_ports(tmp_path):
@@ -78,12 +82,123 @@ def test_token_file_is_created_private_and_kept(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_only_the_cpu_worker_sees_the_llm_key(tmp_path):
-    config = StackConfig(home=tmp_path, gpus="none")
-    base = {"MARATHON_LLM_API_KEY": "sk-test", "OPENAI_API_KEY": "sk-other", "PATH": "/usr/bin"}
-    specs = [devstack.api_spec(config), *worker_specs(config, [])]
-    envs = {spec.name: Child(spec, tmp_path, base).env for spec in specs}
-    assert envs["worker-cpu"]["MARATHON_LLM_API_KEY"] == "sk-test"
-    for name in ("api", "worker-eval-cpu"):
-        assert "MARATHON_LLM_API_KEY" not in envs[name] and "OPENAI_API_KEY" not in envs[name]
-        assert envs[name]["PATH"] == "/usr/bin"
+# Fake credentials of every kind a developer's shell may hold when it runs `marathon up`.
+FAKE_SECRETS = {
+    "MARATHON_LLM_API_KEY": "sk-llm",
+    "marathon_llm_api_key": "sk-llm-lower-case",  # the settings read it too
+    "MARATHON_LLM_BASE_URL": "https://llm.example/v1",
+    "OPENAI_API_KEY": "sk-openai",
+    "ANTHROPIC_API_KEY": "sk-anthropic",
+    "MARATHON_API_TOKEN": "mt_client-only",
+    "GITHUB_TOKEN": "ghp_fake",
+    "AWS_SECRET_ACCESS_KEY": "aws-fake",
+    "PGPASSWORD": "pg-fake",
+    "DATABASE_URL": "postgresql://marathon:db-fake@db/marathon",
+    "REDIS_URL": "redis://:redis-fake@cache:6379/0",
+    "HTTPS_PROXY": "http://me:proxy-fake@proxy:3128",
+}
+STORE_URL = "postgresql://marathon:store-fake@db/marathon"
+# Which of them each role gets (MARATHON_DATABASE_URL is set by `marathon up` from the config).
+GRANTED = {
+    "temporal": set(),
+    "api": {"MARATHON_DATABASE_URL", "PGPASSWORD"},
+    "worker-cpu": {
+        "MARATHON_DATABASE_URL", "PGPASSWORD", "MARATHON_LLM_API_KEY", "marathon_llm_api_key",
+        "MARATHON_LLM_BASE_URL", "HTTPS_PROXY",
+    },
+    "evaluator": {"MARATHON_DATABASE_URL", "PGPASSWORD"},
+}
+
+
+def _leaked(secrets: dict[str, str], text: str) -> list[str]:
+    """The names of the secrets an evaluation worker must not get whose value is in ``text``."""
+    return [name for name, value in secrets.items() if name not in GRANTED["evaluator"] and value in text]
+
+
+def _stack_envs(tmp_path, monkeypatch, gpus):
+    """The environment of every child `marathon up` would start, by child name."""
+    for name, value in FAKE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    config = StackConfig(home=tmp_path, database_url=STORE_URL)
+    base = devstack.child_env(config)
+    specs = [devstack.temporal_spec(config), devstack.api_spec(config), *worker_specs(config, gpus)]
+    return {spec.name: (spec.role, Child(spec, tmp_path, base).env) for spec in specs}
+
+
+@pytest.mark.parametrize("cuda_visible_devices", ["0,3", ""], ids=["two-gpus", "cpu-mode"])
+def test_each_child_gets_only_the_secrets_of_its_role(tmp_path, monkeypatch, cuda_visible_devices):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cuda_visible_devices)
+    envs = _stack_envs(tmp_path, monkeypatch, visible_gpus("auto"))
+    evaluators = ["worker-gpu0", "worker-gpu3"] if cuda_visible_devices else ["worker-eval-cpu"]
+    assert list(envs) == ["temporal", "api", "worker-cpu", *evaluators]
+    for name, (role, env) in envs.items():
+        assert role == ("evaluator" if name in evaluators else name)
+        secrets = {key for key in env if devstack.is_secret(key, env[key])}
+        assert secrets == GRANTED[role], name
+        assert env["PATH"] == os.environ["PATH"] and env["MARATHON_HOME"] == str(tmp_path)
+        assert "DATABASE_URL" not in env  # one copy of the store's URL: MARATHON_DATABASE_URL
+        if "MARATHON_DATABASE_URL" in GRANTED[role]:
+            assert env["MARATHON_DATABASE_URL"] == STORE_URL
+    cpu_worker = envs["worker-cpu"][1]
+    assert cpu_worker["MARATHON_LLM_API_KEY"] == "sk-llm"
+    for name in evaluators:
+        env = envs[name][1]
+        assert _leaked(FAKE_SECRETS, "\0".join(env.values())) == [], name
+        assert "store-fake" in env["MARATHON_DATABASE_URL"]  # it reads and writes the store
+
+
+def test_the_policy_catches_secrets_by_name_and_by_value():
+    assert devstack.is_secret("SOME_VENDOR_API_KEY", "x") and devstack.is_secret("my_token", "x")
+    assert devstack.is_secret("CI_JOB_PASSWORD", "x") and devstack.is_secret("GOOGLE_APPLICATION_CREDENTIALS", "/k.json")
+    assert devstack.is_secret("UPSTREAM", "https://user:pw@example.com/")
+    assert not devstack.is_secret("UPSTREAM", "https://example.com/a:b@c")
+    assert not devstack.is_secret("PATH", "/usr/bin") and not devstack.is_secret("CUDA_VISIBLE_DEVICES", "0")
+    base = {**FAKE_SECRETS, "PATH": "/usr/bin"}
+    for role in devstack.ROLE_GRANTS:
+        once = devstack.role_env(role, base)
+        assert devstack.role_env(role, once) == once  # `marathon worker gpu` relies on it
+    assert devstack.role_env(None, base) == {"PATH": "/usr/bin"}
+    with pytest.raises(ValueError, match="unknown child role 'worker_cpu'"):
+        devstack.role_env("worker_cpu", base)
+
+
+def test_a_restarted_child_gets_the_same_environment(tmp_path):
+    """A real child prints the names it sees, is started again (as after a crash) and again."""
+    argv = [sys.executable, "-c", "import os; print(sorted(k for k in os.environ if 'KEY' in k.upper()))"]
+    child = Child(ChildSpec("worker-eval-cpu", argv, role="evaluator"), tmp_path, {**FAKE_SECRETS, "PATH": "/usr/bin"})
+    for _ in range(2):
+        child.start()
+        assert child.process.wait(timeout=30) == 0
+    assert (tmp_path / "worker-eval-cpu.log").read_text().count("\n[]\n") == 2
+
+
+def test_a_gpu_worker_started_by_hand_drops_its_secrets(tmp_path):
+    """`marathon worker gpu` from a shell that holds an LLM key starts itself again without it:
+    its /proc/<pid>/environ (what a process on this machine can read of it) has none."""
+    port = free_ports(1)[0]  # nothing answers there: the worker waits for Temporal, then exits
+    env = {
+        **os.environ, **FAKE_SECRETS, "MARATHON_HOME": str(tmp_path),
+        "MARATHON_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}", "MARATHON_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+    }
+    env.pop("DATABASE_URL")
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "wb") as log_file:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "marathon.cli", "worker", "gpu", "--device", "cpu", "--connect-timeout", "60"],
+            cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: "restarting without" in log_path.read_text(), 30, "the worker to restart itself")
+        environ = wait_for(
+            lambda: (lambda text: text if "MARATHON_HOME" in text and "sk-llm" not in text else None)(
+                Path(f"/proc/{worker.pid}/environ").read_bytes().decode(errors="replace")
+            ),
+            30, "the restarted worker's environment",
+        )
+        assert _leaked(FAKE_SECRETS, environ) == []
+        assert "PGPASSWORD=pg-fake" in environ
+        assert f"MARATHON_TEMPORAL_ADDRESS=127.0.0.1:{port}" in environ
+        assert worker.poll() is None, log_path.read_text()
+    finally:
+        worker.kill()
+        worker.wait()

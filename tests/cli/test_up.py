@@ -5,10 +5,19 @@ import signal
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 
 from tests.cli.stack import REPO, free_ports, listening_addresses, new_stack, wait_for
+
+# Fake credentials in the shell that runs `marathon up` (see test_secrets_reach_only_their_children).
+LIVE_STACK_ENV = {
+    "MARATHON_LLM_API_KEY": "sk-fake-llm-key",
+    "OPENAI_API_KEY": "sk-fake-openai-key",
+    "MARATHON_API_TOKEN": "mt_fake-client-token",
+    "AWS_SECRET_ACCESS_KEY": "fake-aws-secret",
+}
 
 
 def test_banner_says_where_everything_is(live_stack):
@@ -52,6 +61,19 @@ def test_token_never_reaches_the_logs(live_stack):
     assert {path.name for path in logs} >= {"temporal.log", "api.log", "worker-cpu.log", "worker-eval-cpu.log", "up.log"}
     for path in logs:
         assert token not in path.read_text(errors="replace"), path.name
+
+
+def test_secrets_reach_only_their_children(live_stack):
+    """What each running child holds, read where anything on the machine running as the same
+    user (a kernel that escaped the judge's sandbox) would read it: /proc/<pid>/environ."""
+    children = live_stack.stack_file()["children"]
+    environ = {name: Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace") for name, pid in children.items()}
+    assert set(environ) == {"temporal", "api", "worker-cpu", "worker-eval-cpu"}
+    for name, text in environ.items():
+        got = {key for key, value in LIVE_STACK_ENV.items() if value in text}
+        assert got == ({"MARATHON_LLM_API_KEY"} if name == "worker-cpu" else set()), name
+    assert "MARATHON_DATABASE_URL=" in environ["worker-eval-cpu"]
+    assert "MARATHON_DATABASE_URL=" not in environ["temporal"]
 
 
 def test_a_child_that_dies_is_restarted(live_stack):
