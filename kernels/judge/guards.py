@@ -492,11 +492,8 @@ def _launch_wrapper(original):
                     name = getattr(getattr(self, "fn", None), "__name__", "?")
                     raise STATE.violate(f"launch of a Triton kernel not defined by the candidate: {name} ({filename})")
                 STATE.own_launches += 1
-        STATE.launching += 1
-        try:
+        with _launching():
             kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
-        finally:
-            STATE.launching -= 1
         if kernel is not None and not warmup and filename == STATE.candidate_file:
             _record_resources(self, kernel)
         return kernel
@@ -510,14 +507,31 @@ def _compiling_wrapper(original):
     before the wrapped JIT launch is reached: treat it as part of launching."""
 
     def run(self, *args, **kwargs):
-        STATE.launching += 1
-        try:
+        with _launching():
             return original(self, *args, **kwargs)
-        finally:
-            STATE.launching -= 1
 
     run.__wrapped__ = original
     return run
+
+
+@contextlib.contextmanager
+def _launching():
+    """Triton's own code runs here: the modules get their own class back while it does.
+
+    Triton's JIT tells a module global from a value by ``type(val) is ModuleType`` and
+    deep-copies values (triton 3.6, ``DependenciesFinder``): a guarded module class made it
+    try to copy a module ("cannot pickle 'module' object", seen on the H200, 2026-12-02).
+    """
+    outermost = STATE.launching == 0 and STATE.active
+    if outermost:
+        _swap_module_classes(False)
+    STATE.launching += 1
+    try:
+        yield
+    finally:
+        STATE.launching -= 1
+        if outermost:
+            _swap_module_classes(True)
 
 
 def _record_resources(jit_function, kernel) -> None:

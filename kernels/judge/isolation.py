@@ -139,6 +139,25 @@ def _system_binds() -> list[str]:
     return args
 
 
+@functools.lru_cache(maxsize=1)
+def _user_files() -> tuple[str, str]:
+    """/etc/passwd and /etc/group for the sandbox, written once per process (world-readable)."""
+    import tempfile
+
+    uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+    gid = SANDBOX_GID if os.geteuid() == 0 else os.getgid()
+    folder = tempfile.mkdtemp(prefix="marathon-judge-etc-")
+    os.chmod(folder, 0o755)
+    passwd, group = os.path.join(folder, "passwd"), os.path.join(folder, "group")
+    with open(passwd, "w") as handle:
+        handle.write(f"root:x:0:0:root:/root:/usr/sbin/nologin\njudge:x:{uid}:{gid}:judge:/tmp:/usr/sbin/nologin\n")
+    with open(group, "w") as handle:
+        handle.write(f"root:x:0:\njudge:x:{gid}:\n")
+    for path in (passwd, group):
+        os.chmod(path, 0o644)
+    return passwd, group
+
+
 def _gpu_binds() -> list[str]:
     args = []
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/nvidia-caps/*")):
@@ -176,6 +195,10 @@ def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None
     for name, value in sorted(env.items()):
         args += ["--setenv", name, value]
     args += _system_binds()
+    # A user database that knows only the sandbox's user: Triton and torch look their user up
+    # (getpwuid), and the host's /etc/passwd is none of the candidate's business.
+    passwd, group = _user_files()
+    args += ["--ro-bind", passwd, "/etc/passwd", "--ro-bind", group, "/etc/group"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     if gpu:
         args += _gpu_binds()

@@ -86,7 +86,7 @@ class Referee:
         data = Path(path).read_bytes()
         if hashlib.sha256(data).hexdigest() != sha256:
             return self.fail(key, "crashed", "candidate outputs changed on disk after they were reported")
-        loaded = self.torch.load(path, weights_only=True)
+        loaded = self.torch.load(path, weights_only=True, map_location="cpu")
         out = loaded.get(key) if isinstance(loaded, dict) else None
         if not isinstance(out, self.torch.Tensor):
             return self.fail(key, "incorrect", f"no output for {key} in what the candidate's process saved")

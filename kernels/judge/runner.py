@@ -96,7 +96,7 @@ def child_env(workdir: str, device: str) -> dict[str, str]:
 
 def sandbox_env(box: str, device: str) -> dict[str, str]:
     """The candidate's whole environment: nothing inherited but the GPU it may use."""
-    env = {"HOME": box, "TMPDIR": box, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+    env = {"HOME": box, "TMPDIR": box, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "USER": "judge", "LOGNAME": "judge",
            "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": os.path.join(box, "triton-cache"),
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     if device == "cpu":
