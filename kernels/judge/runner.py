@@ -17,6 +17,7 @@ process groups are always killed before ``judge`` returns.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -107,13 +108,35 @@ def sandbox_env(box: str, device: str) -> dict[str, str]:
         for name in GPU_ENV_PASS:
             if os.environ.get(name) is not None:
                 env[name] = os.environ[name]
+        if "TRITON_LIBCUDA_PATH" not in env and libcuda_dir():
+            # Triton finds libcuda with `ldconfig -p`, which fails inside the sandbox on some
+            # images (seen on the H200's Ubuntu 24.04 image): tell it where the caller found it.
+            env["TRITON_LIBCUDA_PATH"] = libcuda_dir()
     return env
+
+
+@functools.lru_cache(maxsize=1)
+def libcuda_dir() -> str | None:
+    """The directory of the CUDA driver library as the caller's loader sees it, or None."""
+    try:
+        listing = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        listing = ""
+    for line in listing.splitlines():
+        if "libcuda.so.1" in line and "=>" in line:
+            return os.path.dirname(line.split("=>", 1)[1].strip())
+    for folder in ("/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"):
+        if os.path.exists(os.path.join(folder, "libcuda.so.1")):
+            return folder
+    return None
 
 
 def sandbox_readable(problem: str) -> tuple[str, ...]:
     """What the candidate's process may read besides the system: Python, its packages, the
     ``kernels`` package and, for a problem given as ``module:OBJECT``, that module's files."""
     paths = list(isolating.python_roots()) + [os.path.join(PROJECT_ROOT, "kernels")]
+    if has_gpu() and libcuda_dir() and not libcuda_dir().startswith("/usr/"):
+        paths.append(libcuda_dir())
     modules = [problem.partition(":")[0]] if ":" in problem else []
     if not SANDBOX_MODULE.startswith("kernels."):
         modules.append(SANDBOX_MODULE)
