@@ -37,7 +37,9 @@ def test_side_stream_work_is_seen_by_the_wall_clock():
     # the work (on the H200, 2026-11-30, the side stream was ordered with the timed one and
     # the candidate measured 0.087x): in no case may the hidden work turn into a win.
     report = _judge("side_stream_busy", static_policy=False)
-    if report.status == "suspicious":
+    if report.status == "forbidden":  # the module guard refuses torch.cuda.Stream first (judge v2)
+        assert "torch.cuda.Stream refused" in report.message
+    elif report.status == "suspicious":
         assert "outside the timed stream" in report.message
     else:
         assert report.status == "ok", report.message
