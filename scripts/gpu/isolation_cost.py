@@ -60,7 +60,10 @@ def run(isolated: bool) -> dict[str, float]:
     mode = isolation.resolve() if isolated else isolation.Isolation(isolation.NONE)
     isolation.prepare_writable(mode, box)
     env = runner.sandbox_env(box, "cuda")
-    argv = isolation.isolation_argv(mode, [sys.executable, "-I", "-c", CHILD], workdir=box, writable=(box,),
+    child = os.path.join(box, "child.py")  # Triton's @jit wants its source in a file
+    Path(child).write_text(CHILD)
+    isolation.prepare_writable(mode, box)
+    argv = isolation.isolation_argv(mode, [sys.executable, "-I", child], workdir=box, writable=(box,),
                                     readable=runner.sandbox_readable("kda"), env=env, gpu=True)
     started = __import__("time").perf_counter()
     result = subprocess.run(argv, capture_output=True, text=True, env=env if not isolated else {"PATH": "/usr/bin:/bin"},

@@ -48,7 +48,10 @@ def test_side_stream_work_is_seen_by_the_wall_clock():
 
 def test_event_timer_patch_is_refused_on_gpu():
     report = _judge("event_patch", static_policy=False)
-    assert report.status == "forbidden" and "elapsed_time" in report.message
+    # The module guard refuses torch.cuda.Event itself first (judge v2); the timer snapshot
+    # would name elapsed_time.
+    assert report.status == "forbidden"
+    assert "elapsed_time" in report.message or "torch.cuda.Event refused" in report.message
 
 
 def test_caching_during_timing_is_caught_on_gpu():
