@@ -592,8 +592,10 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
     argv = [ncu, "--csv", "--clock-control", "none", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
             "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
     ncu_root = str(Path(ncu).parent.parent) if Path(ncu).parent.name == "bin" else str(Path(ncu).parent)
+    # The CUDA toolkit's ncu is a wrapper that looks for Nsight Compute under /opt/nvidia too.
+    extra = tuple(p for p in (ncu_root, "/opt/nvidia") if os.path.isdir(p))
     argv = isolating.isolation_argv(isolation, argv, workdir=box, writable=(box,),
-                                    readable=sandbox_readable(problem) + (ncu_root,),
+                                    readable=sandbox_readable(problem) + extra,
                                     env=sandbox_env(box, "cuda"), gpu=True)
     try:
         result = subprocess.run(argv, input="".join(json.dumps(c) + "\n" for c in commands).encode(),
