@@ -20,7 +20,6 @@ import os
 import resource
 import sys
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Any

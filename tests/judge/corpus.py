@@ -44,12 +44,12 @@ RUNTIME_CASES = (
     Case("cached_by_address", "incorrect", "cached by address"),
     # A constant is wrong at the first call already; the plan's first call names the failure.
     Case("constant_output", "incorrect", "does not depend on the inputs|relative RMS error"),
-    # NaN is computed in Triton at every t = T-1 (2 x 3 columns of the first shape): a relative
+    # NaN is computed in Triton at every t = T-1 (2 x 3 columns of the first shape, whose T is
+    # drawn from its family, so the total varies): a relative
     # error of NaN is never "> tolerance", so only the explicit NaN/Inf count stops it.
-    Case("nan_output", "incorrect", "6 of 222 output values are NaN/Inf", static=True),
-    Case("wrong_shape", "incorrect", "output must be (2, 37, 3) float32, got (2, 36, 3) float32", static=True),
-    Case("precision_downgrade", "incorrect", "output must be (2, 37, 3) float32, got (2, 37, 3) float16",
-         static=True),
+    Case("nan_output", "incorrect", "6 of ", static=True),
+    Case("wrong_shape", "incorrect", "3) float32, got (2, ", static=True),
+    Case("precision_downgrade", "incorrect", "3) float16", static=True),
     Case("torch_fallback", "forbidden", "aten.cumsum|torch.cumsum refused at run time"),
     Case("hidden_getattr", "forbidden", "getattr(torch, 'cumsum')", static=True),
     Case("hidden_method", "forbidden", "aten.cumsum", static=True),

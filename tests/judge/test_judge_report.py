@@ -28,23 +28,31 @@ def test_report_refuses_unknown_status_and_keeps_json_safe():
     assert data["shapes"][0]["errors"]["seed0"] is None and data["accepted"] is False
 
 
-def _timed(cand_ms, base_ms, cand_wall=None, base_wall=None):
-    def summary(ms, wall):
-        return {"median_ms": ms, "min_ms": ms, "spread": 0.01, "median_wall_ms": wall or ms * 1.05, "reps": 30}
+def _timed(cand_ms, base_ms, cand_wall=None, base_wall=None, cand_outside=None, base_outside=None, calls=5):
+    """Two batches per provider as the caller records them: reported times and its own clock."""
+    def batches(ms, wall, outside):
+        wall = wall or ms * 1.05
+        outside = outside or wall * 1.1
+        return [{"event_ms": [ms] * calls, "wall_ms": [wall] * calls, "outside_ms": outside * calls, "calls": calls}] * 2
 
-    return {"candidate": summary(cand_ms, cand_wall), "baseline": summary(base_ms, base_wall)}
+    return {"candidate": batches(cand_ms, cand_wall, cand_outside), "baseline": batches(base_ms, base_wall, base_outside)}
 
 
 def _score(device, timing, shape=(4, 1024, 64)):
+    import random
+
+    from kernels.judge import plan as planning, scoring
+
     spec = get_problem("tests.judge.toy:PROBLEM")
-    config = {"verify": [list(shape)], "bench": [list(shape)], "dtype": "float32"}
-    data = {"final": {"timings": [{"shape": list(shape), **timing}], "baseline": "torch", "resources": {}},
-            "verdict1": {"errors": {"v0/seed0": 1e-7}, "tolerance": 1e-5}}
+    the_plan = planning.build(spec, cpu=device == "cpu", seeds=2, reps=10, warmup=1, rng=random.Random(0))
+    the_plan.bench[0].shape = list(shape)
+    data = {"timings": [{"shape": list(shape), **timing}], "baseline": "torch", "resources": {},
+            "errors": {the_plan.checks[0].key: 1e-7}}
 
     def finish(status, message, **fields):
         return JudgeReport(status=status, message=message, **fields)
 
-    return runner._scored(spec, config, data, device, finish, {})
+    return scoring.scored(spec, the_plan, data, device, finish, {})
 
 
 def test_gpu_scoring_gives_speedup_roofline_and_floor():
@@ -54,7 +62,9 @@ def test_gpu_scoring_gives_speedup_roofline_and_floor():
     assert report.status == "ok", report.message
     assert report.speedup == pytest.approx(2.0)
     assert report.roofline == pytest.approx(0.1)
-    assert report.shapes[0]["floor_ms"] == pytest.approx(floor)
+    timed = next(s for s in report.shapes if "timing" in s)
+    assert timed["floor_ms"] == pytest.approx(floor)
+    assert timed["timing"]["candidate"]["outside_ms_per_call"] == pytest.approx(10 * floor * 1.05 * 1.1)
 
 
 def test_time_below_the_physical_floor_is_suspicious():
@@ -71,11 +81,32 @@ def test_work_hidden_from_the_events_is_suspicious():
     assert "outside the timed stream" in report.message
 
 
+def test_times_the_callers_clock_does_not_confirm_are_suspicious():
+    # The candidate's own wall clock agrees with its events; only the caller's clock sees the work.
+    report = _score("cuda", _timed(cand_ms=0.01, base_ms=0.5, cand_wall=0.011, cand_outside=0.6, base_outside=0.6))
+    assert report.status == "suspicious"
+    assert "the judge's clock saw" in report.message
+
+
+def test_a_batch_reporting_more_time_than_the_callers_clock_is_impossible():
+    from kernels.judge import plan as planning, scoring
+    from kernels.judge.children import Stop
+
+    batch = planning.Batch(slot=0, holds=0, calls=2, digest_seed=1, candidate_first=True)
+    reply = {"event_ms": [5.0, 5.0], "wall_ms": [6.0, 6.0], "digests": [[0.0], [0.0]]}
+    scoring.check_batch(reply, batch, outside_ms=12.5, label="x")  # fits
+    with pytest.raises(Stop, match="impossible times"):
+        scoring.check_batch(reply, batch, outside_ms=8.0, label="x")
+    with pytest.raises(Stop, match="2 times and 1 outputs"):
+        scoring.check_batch({**reply, "digests": [[0.0]]}, batch, outside_ms=20.0, label="x")
+
+
 def test_interpreter_scoring_has_speedup_but_no_roofline():
     report = _score("cpu", _timed(cand_ms=30.0, base_ms=0.3))
     assert report.status == "ok"
     assert report.speedup == pytest.approx(0.01)
-    assert report.roofline is None and "floor_ms" not in report.shapes[0]
+    timed = next(s for s in report.shapes if "timing" in s)
+    assert report.roofline is None and "floor_ms" not in timed
 
 
 def test_child_environment_is_an_allow_list(monkeypatch, tmp_path):
@@ -94,10 +125,12 @@ def test_child_environment_is_an_allow_list(monkeypatch, tmp_path):
 
 
 def test_capture_keeps_head_and_tail_only():
-    capture = runner._Capture()
+    from kernels.judge import children
+
+    capture = children.Capture()
     for i in range(10000):
         capture.add(f"line {i}\n".encode())
     text = capture.text()
     assert text.startswith("line 0\n") and text.endswith("line 9999\n")
     assert "bytes of output dropped" in text
-    assert len(text) < runner.HEAD_BYTES + runner.TAIL_BYTES + 100
+    assert len(text) < children.HEAD_BYTES + children.TAIL_BYTES + 100
