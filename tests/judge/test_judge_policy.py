@@ -85,8 +85,8 @@ def test_judge_validates_arguments():
     source = (CANDIDATES / "honest_cumsum.py").read_text()
     with pytest.raises(ValueError, match="unknown problem 'nope'; known problems: kda, mla-decode"):
         judge(source, "nope")
-    with pytest.raises(ValueError, match="seeds must be >= 1, got 0"):
-        judge(source, TOY, seeds=0)
+    with pytest.raises(ValueError, match=r"seeds must be >= 2 \(two inputs per shape tell a constant output\), got 1"):
+        judge(source, TOY, seeds=1)
     with pytest.raises(ValueError, match="device must be"):
         judge(source, TOY, device="tpu")
 
