@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import time
 
 import pytest
 
@@ -27,7 +28,8 @@ def test_project_seed_is_accepted_on_cpu(name):
     report = judge(_seed(name), name, device="cpu", timing_reps=1, timeout_s=600)
     assert report.status == "ok", report.message
     assert report.timing_kind == "interpreter" and report.speedup > 0
-    assert len(report.shapes) == len(get_problem(name).shape_set("cpu"))
+    # verify shapes are drawn from each listed shape's family, bench shapes are the listed ones
+    assert len(get_problem(name).shape_set("cpu")) <= len(report.shapes) <= 2 * len(get_problem(name).shape_set("cpu"))
     for shape in report.shapes:
         assert shape["max_error"] <= shape["tolerance"]
 
@@ -35,13 +37,22 @@ def test_project_seed_is_accepted_on_cpu(name):
 def test_cancel_kills_a_running_judgement():
     cancel = threading.Event()
     phases: list[str] = []
-    timer = threading.Timer(3.0, cancel.set)
-    timer.start()
+    timers: list[threading.Timer] = []
+
+    def beat(phase: str) -> None:
+        phases.append(phase)
+        if phase == "checking correctness" and not timers:  # the candidate hangs in its first call
+            timers.append(threading.Timer(2.0, cancel.set))
+            timers[0].start()
+
+    started = time.monotonic()
     try:
         report = judge((CANDIDATES / "hang.py").read_text(), TOY, device="cpu", timeout_s=120, cancel=cancel,
-                       heartbeat=phases.append)
+                       heartbeat=beat)
     finally:
-        timer.cancel()
+        for timer in timers:
+            timer.cancel()
     assert report.status == "timeout"
     assert "cancelled by the caller" in report.message
-    assert phases and set(phases) == {"loading and checking"}  # heartbeats flowed while it hung
+    assert phases.count("checking correctness") >= 1  # heartbeats flowed while it hung
+    assert time.monotonic() - started < 60
