@@ -138,7 +138,10 @@ class ProposeActivities:
         candidates = []
         with session_scope(self.database_url) as session:
             for index, proposal in enumerate(batch.proposals):
-                candidates.append(self._candidate(index, proposal, put_text(session, proposal.source), sha256_text))
+                llm_sha = put_text(session, proposal.transcript) if proposal.transcript else None
+                candidate = self._candidate(index, proposal, put_text(session, proposal.source), sha256_text)
+                candidate.llm_sha = llm_sha
+                candidates.append(candidate)
         return candidates
 
     @staticmethod

@@ -58,6 +58,7 @@ class Recorder:
                     report_sha=result.report_sha,
                     is_best=input.is_best,
                     gpu_seconds=result.gpu_seconds,
+                    llm_sha=candidate.llm_sha,
                 )
                 return RecordResult(attempt_id=attempt.id, created=created)
         except KeyError as error:

@@ -52,6 +52,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(problems.router)
     app.include_router(runs.router)
+    app.include_router(runs.page_router)
     app.include_router(pages.router)
     docs.install(app)
     return app

@@ -186,6 +186,11 @@ def _facts(data: PageData) -> str:
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
+def _llm_link(row: dict) -> str:
+    url = row.get("llm_url")
+    return f' <a class="llm-link" href="{esc(url)}?format=text">LLM prompt and reply</a>' if url else ""
+
+
 def _notebook(view: NotebookView) -> str:
     parts = []
     for title, items in (
@@ -203,7 +208,7 @@ def _notebook(view: NotebookView) -> str:
         f"<td>{esc(row['iteration'])}</td><td>{esc(row['index'])}</td><td>{esc(row['strategy'])}</td>"
         f"<td>{esc(row['status'])}</td>"
         f"<td>{'' if row['speedup'] is None else esc(format(row['speedup'], '.3f'))}</td>"
-        f"<td>{esc(row['note'])}</td></tr>"
+        f"<td>{esc(row['note'])}{_llm_link(row)}</td></tr>"
         for row in view.rows
     )
     table = f'<table id="notebook-entries">{header}{body}</table>' if view.rows else "<p>No attempts yet.</p>"

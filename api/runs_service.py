@@ -41,6 +41,14 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+aware = _aware
+
+
+def llm_url(attempt: Attempt) -> Optional[str]:
+    """The route serving the attempt's LLM prompt and reply, when an LLM wrote it."""
+    return f"/runs/{attempt.run_id}/attempts/{attempt.id}/llm" if attempt.llm_sha else None
+
+
 def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None) -> RunPublic:
     goal = Goal(**run.goal)
     fields: dict[str, Any] = dict(
@@ -139,5 +147,7 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
         report_sha=attempt.report_sha,
         is_best=attempt.is_best,
         gpu_seconds=attempt.gpu_seconds,
+        llm_sha=attempt.llm_sha,
+        llm_url=llm_url(attempt),
         created_at=_aware(attempt.created_at),
     )

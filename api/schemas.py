@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -150,6 +150,10 @@ class AttemptPublic(BaseModel):
     report_sha: Optional[str] = None
     is_best: bool
     gpu_seconds: float
+    llm_sha: Optional[str] = Field(
+        default=None, description="Artifact holding the LLM's prompt and reply for this attempt (LLM proposer only)"
+    )
+    llm_url: Optional[str] = Field(default=None, description="Where to read that prompt and reply")
     created_at: datetime
 
 
@@ -165,6 +169,48 @@ class HintCreate(Strict):
 class ActionAccepted(BaseModel):
     id: str
     signal: str
+
+
+class HintAccepted(ActionAccepted):
+    hint: str
+    kind: Literal["knobs", "text"] = Field(description="'knobs' when the hint sets knobs (name=value), else 'text'")
+    knobs: dict[str, Any] = Field(default_factory=dict, description="The knob settings the hint makes")
+    proposer: str = Field(description="The run's proposer")
+    read_by: Optional[str] = Field(
+        description="The proposer that will read the hint: 'search' reads knob settings, 'llm' reads any hint; "
+        "null when this run's proposer ignores it"
+    )
+    note: str
+
+
+class SteeringPublic(BaseModel):
+    id: int
+    kind: Literal["pause", "resume", "stop", "goal", "hint"]
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+class SteeringList(BaseModel):
+    data: list[SteeringPublic]
+    count: int
+
+
+class LLMExchange(BaseModel):
+    """What the LLM was asked and answered for one attempt (secrets redacted, long texts clipped)."""
+
+    attempt_id: int
+    run_id: str
+    iteration: int
+    index: int
+    llm_sha: str
+    transcript: dict[str, Any]
+
+
+class KnobPublic(BaseModel):
+    name: str
+    values: list[Any]
+    default: Any
+    description: str
 
 
 class GoalChanged(BaseModel):
@@ -189,6 +235,10 @@ class ProblemPublic(BaseModel):
     gpu_dtype: str
     bench: list[dict[str, Any]] = Field(
         default_factory=list, description="Each bench shape with its FLOPs and bytes moved (roofline inputs)"
+    )
+    knobs: list[KnobPublic] = Field(
+        default_factory=list,
+        description="The search space: each knob with its allowed values and default; a hint 'name=value' sets one",
     )
 
 

@@ -1,4 +1,4 @@
-"""The store's tables: runs, their attempts, content-addressed artifacts and API tokens."""
+"""The store's tables: runs, their attempts and steering, content-addressed artifacts and API tokens."""
 
 from __future__ import annotations
 
@@ -62,6 +62,23 @@ class Attempt(Base):
     report_sha: Mapped[Optional[str]] = mapped_column(String(64))
     is_best: Mapped[bool] = mapped_column(default=False)
     gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    # The LLM's prompt and reply for this candidate (an artifact, redacted and bounded), if any.
+    llm_sha: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SteeringEvent(Base):
+    """One steering request a person made (pause, resume, stop, goal, hint), with its time.
+
+    Written by the API when it accepts the request, before it signals the workflow (and removed
+    again when the signal cannot be delivered), so it outlives the workflow's state."""
+
+    __tablename__ = "steering_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

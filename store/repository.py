@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from store.models import ApiToken, Attempt, Run, utcnow
+from store.models import ApiToken, Attempt, Run, SteeringEvent, utcnow
 
 TOKEN_PREFIX = "mt_"
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
@@ -77,6 +77,7 @@ def delete_run(session: Session, run_id: str) -> bool:
     if run is None:
         return False
     session.query(Attempt).filter(Attempt.run_id == run_id).delete()
+    session.query(SteeringEvent).filter(SteeringEvent.run_id == run_id).delete()
     session.delete(run)
     session.flush()
     return True
@@ -160,6 +161,7 @@ def record_attempt(
     report_sha: Optional[str],
     is_best: bool,
     gpu_seconds: float,
+    llm_sha: Optional[str] = None,
 ) -> tuple[Attempt, bool]:
     """Record one attempt once: returns (attempt, created).
 
@@ -191,6 +193,7 @@ def record_attempt(
         report_sha=report_sha,
         is_best=is_best,
         gpu_seconds=gpu_seconds,
+        llm_sha=llm_sha,
     )
     try:
         with session.begin_nested():
@@ -230,6 +233,45 @@ def list_attempts(session: Session, run_id: str, *, offset: int = 0, limit: int 
 
 def get_attempt(session: Session, attempt_id: int) -> Optional[Attempt]:
     return session.get(Attempt, attempt_id)
+
+
+STEERING_KINDS = ("pause", "resume", "stop", "goal", "hint")
+
+
+def add_steering(session: Session, *, run_id: str, kind: str, detail: Optional[dict[str, Any]] = None) -> SteeringEvent:
+    """Note one steering request (``kind`` in STEERING_KINDS) with the current time."""
+    if kind not in STEERING_KINDS:
+        raise ValueError(f"steering kind must be one of {', '.join(STEERING_KINDS)}, got {kind!r}")
+    if session.get(Run, run_id) is None:
+        raise KeyError(f"run {run_id} not found")
+    event = SteeringEvent(run_id=run_id, kind=kind, detail=dict(detail or {}), created_at=utcnow())
+    session.add(event)
+    session.flush()
+    return event
+
+
+def delete_steering(session: Session, event_id: int) -> bool:
+    """Remove a steering row (the request it noted never reached the workflow). True if it existed."""
+    event = session.get(SteeringEvent, event_id)
+    if event is None:
+        return False
+    session.delete(event)
+    session.flush()
+    return True
+
+
+def list_steering(session: Session, run_id: str, *, offset: int = 0, limit: int = 100) -> tuple[list[SteeringEvent], int]:
+    """A run's steering requests, oldest first; returns (page, total)."""
+    _check_page(offset, limit)
+    count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0
+    page = session.scalars(
+        select(SteeringEvent)
+        .where(SteeringEvent.run_id == run_id)
+        .order_by(SteeringEvent.created_at, SteeringEvent.id)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return list(page), count
 
 
 def hash_token(plaintext: str) -> str:

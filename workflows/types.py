@@ -133,6 +133,8 @@ class Candidate:
     knobs: Optional[dict[str, Any]] = None
     parent_sha: Optional[str] = None
     error: Optional[str] = None
+    # The LLM's prompt and reply for this candidate (artifact key), when an LLM wrote it.
+    llm_sha: Optional[str] = None
 
 
 @dataclass

@@ -55,6 +55,8 @@ class Proposal:
     knobs: Optional[dict[str, Any]] = None
     parent_source: Optional[str] = None
     error: Optional[str] = None
+    # JSON of what an LLM was asked and answered for this proposal (redacted, bounded).
+    transcript: Optional[str] = None
 
 
 @dataclass

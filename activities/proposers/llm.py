@@ -10,6 +10,8 @@ settings only; it is never logged and is scrubbed from every message that leaves
 from __future__ import annotations
 
 import email.utils
+import json
+import re
 import time
 from datetime import timedelta
 from typing import Any, Optional
@@ -44,6 +46,49 @@ def redact(text: str, secret: Optional[str]) -> str:
     if secret and len(secret) >= 4:
         text = text.replace(secret, "[redacted]")
     return text
+
+
+# Kept with each attempt: what the model was asked and answered. Each text is clipped to
+# TRANSCRIPT_TEXT_LIMIT characters; the key's value, and anything shaped like a key or a bearer
+# token (a hint or a reply may carry one), becomes "[redacted]".
+TRANSCRIPT_TEXT_LIMIT = 64_000
+_KEY_SHAPES = re.compile(
+    r"(?:\bsk-[A-Za-z0-9_\-]{16,}|\bmt_[A-Za-z0-9_\-]{20,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/\-]{16,}=*)"
+)
+
+
+def scrub(text: str, secret: Optional[str]) -> str:
+    """``text`` with the key's value and key-shaped strings replaced by ``[redacted]``."""
+    return _KEY_SHAPES.sub("[redacted]", redact(text, secret))
+
+
+def _clip(text: str) -> tuple[str, bool]:
+    if len(text) <= TRANSCRIPT_TEXT_LIMIT:
+        return text, False
+    dropped = len(text) - TRANSCRIPT_TEXT_LIMIT
+    return text[:TRANSCRIPT_TEXT_LIMIT] + f"\n[... {dropped} characters clipped]", True
+
+
+def transcript(
+    *, model: str, endpoint: str, messages: list[dict[str, str]], reply: str, tokens: int, secret: Optional[str]
+) -> str:
+    """The JSON text stored for one candidate: redacted first, then clipped."""
+    clipped = False
+    kept = []
+    for message in messages:
+        content, cut = _clip(scrub(str(message.get("content", "")), secret))
+        clipped |= cut
+        kept.append({"role": str(message.get("role", "")), "content": content})
+    reply_text, cut = _clip(scrub(reply, secret))
+    record = {
+        "model": scrub(model, secret),
+        "endpoint": scrub(endpoint, secret),
+        "messages": kept,
+        "reply": reply_text,
+        "tokens": tokens,
+        "clipped": clipped or cut,
+    }
+    return json.dumps(record, ensure_ascii=False)
 
 
 def retry_delay(headers: Any) -> Optional[timedelta]:
@@ -160,7 +205,11 @@ class LLMProposer:
                 activity.logger.info(
                     "LLM %s at %s answered candidate %d/%d with %d tokens", model, endpoint, index + 1, request.count, tokens
                 )
-                batch.proposals.append(self._proposal(reply, context))
+                proposal = self._proposal(reply, context)
+                proposal.transcript = transcript(
+                    model=model, endpoint=endpoint, messages=messages, reply=reply, tokens=tokens, secret=secret
+                )
+                batch.proposals.append(proposal)
         return batch
 
     @staticmethod

@@ -73,6 +73,7 @@ def _store_view(url: str, run_id: str) -> dict:
                 "status": a.status,
                 "speedup": a.speedup,
                 "note": a.message,
+                "llm_url": service.llm_url(a),
             }
             for a in repository.recent_attempts(session, run_id, limit=NOTEBOOK_ROWS)
         ]

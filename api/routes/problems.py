@@ -6,11 +6,21 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
 from api.deps import AuthDep
-from api.schemas import Message, ProblemPublic, ProblemsPublic
+from api.schemas import KnobPublic, Message, ProblemPublic, ProblemsPublic
 from kernels.problem import Problem
 from kernels.registry import get_problem, problem_names
 
 router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
+
+
+def problem_knobs(problem: Problem) -> list[KnobPublic]:
+    """The problem's search space: knob, allowed values, default, what it does."""
+    space = problem.load_space()
+    descriptions = getattr(space, "KNOBS", {})
+    return [
+        KnobPublic(name=name, values=list(values), default=space.DEFAULT.get(name), description=descriptions.get(name, ""))
+        for name, values in space.SPACE.items()
+    ]
 
 
 def problem_public(problem: Problem) -> ProblemPublic:
@@ -23,7 +33,13 @@ def problem_public(problem: Problem) -> ProblemPublic:
         }
         for shape in problem.shapes.get("bench", ())
     ]
-    return ProblemPublic(**problem.public(), baselines=problem.baselines, gpu_dtype=problem.gpu_dtype, bench=bench)
+    return ProblemPublic(
+        **problem.public(),
+        baselines=problem.baselines,
+        gpu_dtype=problem.gpu_dtype,
+        bench=bench,
+        knobs=problem_knobs(problem),
+    )
 
 
 def _all_problems() -> list[ProblemPublic]:

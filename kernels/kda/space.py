@@ -28,6 +28,21 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "scan_precision": ("tf32", "tf32x3"),
 }
 
+# One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
+KNOBS: dict[str, str] = {
+    "prep_variant": "how the preparation kernel is tiled: 'blocks' (3D/4D tiles) or 'flat' (one 2D tile per chunk)",
+    "chunk": "chunk size BT: tokens per chunk of the chunked delta rule (larger: fewer, heavier chunks)",
+    "prep_block_k": "BK: channels per tile of the preparation kernel",
+    "prep_num_warps": "warps per program of the preparation kernel",
+    "prep_num_stages": "software pipelining stages of the preparation kernel",
+    "prep_precision": "tensor-core precision of the preparation's fp32 dot products",
+    "inter_dtype": "dtype of the intermediates (w, u, qg, kg, A_qk): the input's dtype or float32",
+    "scan_block_v": "BV: value channels per program of the state scan",
+    "scan_num_warps": "warps per program of the state scan",
+    "scan_num_stages": "software pipelining stages of the state scan",
+    "scan_precision": "tensor-core precision of the scan's fp32 dot products",
+}
+
 # Hopper: 227 KB of shared memory per block and 255 registers per thread. Sizes assume the
 # problem's head dim D = 128 and a bf16 working dtype.
 SHARED_MEMORY_LIMIT = 227 * 1024
@@ -77,12 +92,8 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 
 def describe(point: dict[str, Any]) -> str:
-    """One line, e.g. ``BT=32 prep(blocks BK=32 w8 s1 tf32) inter=input scan(BV=32 w4 s2 tf32)``."""
-    return (
-        f"BT={point['chunk']} prep({point['prep_variant']} BK={point['prep_block_k']} w{point['prep_num_warps']} s{point['prep_num_stages']} "
-        f"{point['prep_precision']}) inter={point['inter_dtype']} scan(BV={point['scan_block_v']} "
-        f"w{point['scan_num_warps']} s{point['scan_num_stages']} {point['scan_precision']})"
-    )
+    """One line in the knobs' own names (what a hint uses), e.g. ``chunk=32 prep_variant=flat …``."""
+    return " ".join(f"{knob}={point[knob]}" for knob in SPACE)
 
 
 def render(point: dict[str, Any]) -> str:

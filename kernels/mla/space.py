@@ -29,6 +29,22 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "fused": (False, True),
 }
 
+# One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
+KNOBS: dict[str, str] = {
+    "block_n": "cached tokens per tile of the split kernel",
+    "block_h": "query heads per program of the split kernel",
+    "num_warps": "warps per program of the split kernel",
+    "num_stages": "software pipelining stages of the split kernel's KV loads",
+    "sm_count": "programs per wave when choosing the number of splits (132 SMs on an H100/H200)",
+    "min_split_tokens": "fewest cached tokens a split may cover",
+    "split_overhead_tokens": "what one more split costs, in tokens, when choosing the split count",
+    "partial_dtype": "dtype of the per-split partial outputs",
+    "combine_block_dv": "value channels per program of the combine step",
+    "combine_block_s": "splits reduced per step of the combine",
+    "combine_num_warps": "warps per program of the combine step",
+    "fused": "combine in the same launch behind a grid barrier (True) or in a second launch (False)",
+}
+
 # Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the
 # fp32 accumulator [block_h, 512] take at most half.
 SHARED_MEMORY_LIMIT = 227 * 1024
@@ -70,15 +86,8 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 
 def describe(point: dict[str, Any]) -> str:
-    """One line for people and for the notebook of a run."""
-    return (
-        f"split kernel block_n={point['block_n']} block_h={point['block_h']} warps={point['num_warps']} "
-        f"stages={point['num_stages']}; splits in waves of {point['sm_count']} programs, "
-        f">= {point['min_split_tokens']} tokens each, a split costs {point['split_overhead_tokens']} tokens, "
-        f"{point['partial_dtype']} partials; "
-        f"combine dv={point['combine_block_dv']} s={point['combine_block_s']} warps={point['combine_num_warps']}"
-        f"{' in the same launch behind a grid barrier' if point['fused'] else ' in a second launch'}"
-    )
+    """One line in the knobs' own names (what a hint uses), e.g. ``block_n=64 block_h=64 …``."""
+    return " ".join(f"{knob}={point[knob]}" for knob in SPACE)
 
 
 def render(point: dict[str, Any]) -> str:

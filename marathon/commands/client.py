@@ -379,6 +379,7 @@ def goal_command(client, args: argparse.Namespace) -> int:
 
 @_calling
 def hint_command(client, args: argparse.Namespace) -> int:
-    client.add_hint(args.id, args.text)
-    print(f"run {args.id}: hint added")
+    answer = client.add_hint(args.id, args.text)
+    note = answer.get("note") if isinstance(answer, dict) else None
+    print(f"run {args.id}: hint added" + (f"; {note}" if note else ""))
     return 0

@@ -103,15 +103,18 @@ async def test_goal_the_workflow_refuses_is_422(api):
 
 async def test_hints_reach_the_notebook(api):
     run_id = await start(api)
-    response = await api.http.post(f"/runs/{run_id}/hints", json={"hint": "try BT=64 with 8 warps"})
-    assert response.status_code == 202 and response.json() == {"id": run_id, "signal": "add_hint"}
+    response = await api.http.post(f"/runs/{run_id}/hints", json={"hint": "try chunk=64 with 8 warps"})
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["id"] == run_id and body["signal"] == "add_hint"
+    assert body["kind"] == "knobs" and body["knobs"] == {"chunk": 64} and body["read_by"] == "search"
     handle = api.client.get_workflow_handle(run_id)
     for _ in range(50):
         notebook = await handle.query("notebook", result_type=Notebook)
         if notebook.hints:
             break
         await asyncio.sleep(0.05)
-    assert notebook.hints == ["try BT=64 with 8 warps"]
+    assert notebook.hints == ["try chunk=64 with 8 warps"]
 
 
 async def test_empty_hint_is_422(api):

@@ -54,7 +54,8 @@ def test_validate_names_what_is_wrong():
 
 def test_describe_is_one_line():
     line = space.describe(space.DEFAULT)
-    assert "\n" not in line and f"BT={space.DEFAULT['chunk']}" in line
+    assert "\n" not in line and f"chunk={space.DEFAULT['chunk']}" in line
+    assert set(space.KNOBS) == set(space.SPACE)
 
 
 def test_render_rejects_invalid_points():

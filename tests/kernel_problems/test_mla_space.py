@@ -63,7 +63,8 @@ def test_validate_reports_missing_knobs_and_render_refuses():
 
 def test_describe_mentions_the_knobs():
     text = space.describe(POINTS["small-tiles-many-splits"])
-    assert "block_n=32" in text and "block_h=16" in text and "combine dv=64 s=8" in text
+    assert "block_n=32" in text and "block_h=16" in text and "combine_block_dv=64 combine_block_s=8" in text
+    assert set(space.KNOBS) == set(space.SPACE)
 
 
 @pytest.mark.parametrize("name", list(POINTS))
