@@ -59,6 +59,9 @@ def live_candidates(live: LiveState) -> list[dict[str, Any]]:
         return []
     rows = [{"index": c.index, "strategy": c.strategy, "state": c.state} for c in status.candidates]
     in_flight = [row for row in rows if row["state"] in ("evaluating", "confirming")]
+    if len(in_flight) != len(live.evaluations):
+        return rows  # an evaluation just finished and the workflow has not seen it yet: no matching
+    # Activity ids follow the order the workflow scheduled them in, which is the candidates' order.
     for row, pending in zip(in_flight, live.evaluations):
         if pending.started:
             continue

@@ -375,7 +375,7 @@ class OptimizeKernelWorkflow:
             self._mark(position, "cancelled")
             raise
         except Exception:
-            self._mark(position, "evaluation failed")
+            self._mark(position, "cancelled" if self._state.stop_requested else "evaluation failed")
             raise
         self._mark(position, result.status)
         return result
