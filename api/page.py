@@ -3,40 +3,98 @@
 Everything that comes from a run (kernel sources, strategies, messages, notebook text, which an
 LLM may have written) goes through ``esc`` before it reaches the markup, and the page is served
 with a Content-Security-Policy that forbids scripts as a second line of defence.
+
+It reads top-down as a person wants it: the summary (status, phase, progress, best with its
+absolute time), the speedup curve (log-scale y axis, the 1x and goal lines), steering and the
+notebook (attempts with their absolute times per shape), the diff against the seed, and last the
+best kernel itself, collapsed.
 """
 
 from __future__ import annotations
 
 import difflib
 import html
+import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
     "base-uri 'none'; frame-ancestors 'none'"
 )
 
-PLOT_WIDTH, PLOT_HEIGHT = 760, 320
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 16, 16, 40
+PLOT_WIDTH, PLOT_HEIGHT = 760, 300
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 64, 16, 40
+MAX_X_TICKS = 12
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#1b1f24;max-width:1100px}
-h1{font-size:1.4em;margin-bottom:4px}h2{font-size:1.1em;margin-top:28px}h3{font-size:1em}
+h1{font-size:1.4em;margin-bottom:4px}h2{font-size:1.1em;margin-top:24px}h3{font-size:1em;margin:12px 0 4px}
 .facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px}
 .facts dt{color:#57606a}.facts dd{margin:0}
 pre{background:#f6f8fa;padding:12px;overflow:auto;font-size:12px;line-height:1.4}
+.scroll{max-height:420px;overflow:auto}
 .diff .add{color:#116329;background:#dafbe1}.diff .del{color:#82071e;background:#ffebe9}
 .diff .hunk{color:#0550ae}
-table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #d0d7de;padding:3px 8px;text-align:left}
+table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+th{position:sticky;top:0;background:#fff}
+.times{font-variant-numeric:tabular-nums;white-space:nowrap}
 svg text{font-size:11px;fill:#57606a}.attempt{fill:#0969da;opacity:.55}.failed{fill:#cf222e;opacity:.5}
 .best-line{fill:none;stroke:#1a7f37;stroke-width:2}.goal-line{stroke:#bf8700;stroke-dasharray:6 4}
-.baseline-line{stroke:#8c959f;stroke-dasharray:2 3}.axis{stroke:#57606a}
+.baseline-line{stroke:#8c959f;stroke-dasharray:2 3}.axis{stroke:#57606a}.grid{stroke:#eaeef2}
+text.goal-label{fill:#bf8700}text.baseline-label{fill:#57606a}
+details>summary{cursor:pointer;color:#0969da}
 """
 
 
 def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+def format_ms(ms: Optional[float]) -> str:
+    """A duration in milliseconds, in the unit a person reads best (µs below 1 ms, s above 1000 ms)."""
+    if ms is None or not isinstance(ms, (int, float)) or not math.isfinite(ms):
+        return "-"
+    if ms < 1.0:
+        return f"{ms * 1000:.3g} µs"
+    if ms >= 1000.0:
+        return f"{ms / 1000:.3g} s"
+    return f"{ms:.3g} ms"
+
+
+@dataclass
+class ShapeTime:
+    """One shape's median times from the judge's report: ours and the baseline's."""
+
+    shape: str
+    ours_ms: Optional[float]
+    baseline_ms: Optional[float]
+
+    def text(self) -> str:
+        return f"{self.shape}: {format_ms(self.ours_ms)} vs {format_ms(self.baseline_ms)}"
+
+
+def shape_times(report: Any) -> list[ShapeTime]:
+    """``shapes[i].timing.candidate/baseline.median_ms`` of a stored judge report (dict); [] when absent."""
+    if not isinstance(report, dict):
+        return []
+    out = []
+    for item in report.get("shapes") or []:
+        if not isinstance(item, dict):
+            continue
+        timing = item.get("timing")
+        if not isinstance(timing, dict):
+            continue
+
+        def median(side: str) -> Optional[float]:
+            value = (timing.get(side) or {}).get("median_ms") if isinstance(timing.get(side), dict) else None
+            return float(value) if isinstance(value, (int, float)) else None
+
+        ours, base = median("candidate"), median("baseline")
+        if ours is None and base is None:
+            continue
+        out.append(ShapeTime(str(item.get("shape") or item.get("dims") or f"shape {len(out)}"), ours, base))
+    return out
 
 
 @dataclass
@@ -45,6 +103,7 @@ class PlotPoint:
     index: int
     status: str
     speedup: Optional[float]
+    times: list[ShapeTime] = field(default_factory=list)
 
 
 @dataclass
@@ -55,6 +114,8 @@ class NotebookView:
     lessons: list[str] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     failed_strategies: list[str] = field(default_factory=list)
+    # (when, what) of each pause, resume, stop, goal change and hint, where the store keeps them.
+    steering: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -77,65 +138,117 @@ class PageData:
     seed_note: str
     notebook: NotebookView
     refresh_s: Optional[int] = None
-
-
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    step = (high - low) / (count - 1) if high > low else 1.0
-    return [low + i * step for i in range(count)]
+    best_times: list[ShapeTime] = field(default_factory=list)
+    # Lines on the run's progress: elapsed and estimated time left, candidates, a missing worker.
+    progress: list[str] = field(default_factory=list)
 
 
 def _line(css_class: str, x1: float, x2: float, y1: float, y2: float) -> str:
     return f'<line class="{css_class}" x1="{x1:.1f}" x2="{x2:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 values between ``low`` and ``high`` (a log axis); only the decades when that is too many."""
+    values = []
+    for exponent in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exponent
+            if low <= value <= high:
+                values.append(value)
+    if len(values) > 9:
+        values = [v for v in values if math.isclose(10 ** round(math.log10(v)), v)]
+    return values
+
+
+def integer_ticks(low: int, high: int, most: int = MAX_X_TICKS) -> list[int]:
+    """Distinct integers from ``low`` to ``high``, every 1, 2, 5, 10, 20, … so that at most ``most`` show."""
+    span = max(1, high - low)
+    steps = (m * 10**e for e in range(12) for m in (1, 2, 5))
+    step = next(s for s in steps if span // s + 1 <= most)
+    first = -(-low // step) * step
+    return list(range(first, high + 1, step))
+
+
+def _format_speedup(value: float) -> str:
+    return f"{value:g}x"
+
+
+def _point_title(point: PlotPoint) -> str:
+    head = f"iteration {point.iteration}, candidate {point.index}: "
+    if point.speedup is None:
+        return head + point.status
+    text = head + f"{point.speedup:.3f}x ({point.status})"
+    if point.times:
+        text += "; " + "; ".join(t.text() for t in point.times[:4])
+    return text
+
+
 def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> str:
-    """Speedup of every attempt (dots; failures as red dots on the axis) and the best so far (line)."""
-    scored = [p for p in points if p.speedup is not None]
+    """Speedup of every attempt (dots; failures as red dots on the bottom edge) and the best so far
+    (a step line), on a log-scale y axis with the 1x and goal lines; hovering a dot shows its values."""
+    scored = [p.speedup for p in points if p.speedup is not None and p.speedup > 0]
     iterations = [p.iteration for p in points] or [0]
     x_low, x_high = min(iterations), max(max(iterations), min(iterations) + 1)
-    y_high = max([p.speedup for p in scored] + [goal_target or 0.0, 1.0]) * 1.1
+    marks = scored + [1.0] + ([goal_target] if goal_target and goal_target > 0 else [])
+    y_low, y_high = min(marks) / 1.4, max(marks) * 1.4
+    log_low, log_high = math.log10(y_low), math.log10(y_high)
     inner_w = PLOT_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     inner_h = PLOT_HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+    right = PLOT_WIDTH - MARGIN_RIGHT
 
     def x(iteration: float) -> float:
         return MARGIN_LEFT + (iteration - x_low) / (x_high - x_low) * inner_w
 
     def y(speedup: float) -> float:
-        return MARGIN_TOP + inner_h - speedup / y_high * inner_h
+        value = math.log10(min(max(speedup, y_low), y_high))
+        return MARGIN_TOP + inner_h - (value - log_low) / (log_high - log_low) * inner_h
 
     parts = [
         f'<svg id="speedup-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" '
-        f'viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" aria-label="speedup over iterations">',
-        "<title>Speedup over iterations</title>",
-        _line("axis", MARGIN_LEFT, PLOT_WIDTH - MARGIN_RIGHT, MARGIN_TOP + inner_h, MARGIN_TOP + inner_h),
-        _line("axis", MARGIN_LEFT, MARGIN_LEFT, MARGIN_TOP, MARGIN_TOP + inner_h),
+        f'viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" aria-label="speedup over iterations (log scale)" '
+        'data-y-scale="log">',
+        "<title>Speedup over iterations (log scale)</title>",
     ]
-    for value in _ticks(0.0, y_high):
-        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.2f}x</text>')
-    for value in _ticks(float(x_low), float(x_high)):
-        parts.append(f'<text x="{x(value):.1f}" y="{PLOT_HEIGHT - 22}" text-anchor="middle">{value:.0f}</text>')
+    y_ticks = log_ticks(y_low, y_high)
+    for value in y_ticks:
+        parts.append(_line("grid", MARGIN_LEFT, right, y(value), y(value)))
+        parts.append(
+            f'<text class="y-tick" x="{MARGIN_LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+            f"{_format_speedup(value)}</text>"
+        )
+    parts.append(_line("axis", MARGIN_LEFT, right, MARGIN_TOP + inner_h, MARGIN_TOP + inner_h))
+    parts.append(_line("axis", MARGIN_LEFT, MARGIN_LEFT, MARGIN_TOP, MARGIN_TOP + inner_h))
+    for value in integer_ticks(x_low, x_high):
+        parts.append(
+            f'<text class="x-tick" x="{x(value):.1f}" y="{PLOT_HEIGHT - 22}" text-anchor="middle">{value}</text>'
+        )
     parts.append(
         f'<text x="{MARGIN_LEFT + inner_w / 2:.1f}" y="{PLOT_HEIGHT - 4}" text-anchor="middle">iteration</text>'
     )
-    parts.append(_line("baseline-line", MARGIN_LEFT, PLOT_WIDTH - MARGIN_RIGHT, y(1.0), y(1.0)))
+    parts.append(
+        f'<line class="baseline-line" x1="{MARGIN_LEFT}" x2="{right}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}">'
+        "<title>1x: the baseline</title></line>"
+        f'<text class="baseline-label" x="{right + 4}" y="{y(1.0) + 4:.1f}">1x</text>'
+    )
     if goal_target:
         parts.append(
-            f'<line class="goal-line" x1="{MARGIN_LEFT}" x2="{PLOT_WIDTH - MARGIN_RIGHT}" '
+            f'<line class="goal-line" x1="{MARGIN_LEFT}" x2="{right}" '
             f'y1="{y(goal_target):.1f}" y2="{y(goal_target):.1f}"><title>goal {goal_target:g}x</title></line>'
+            f'<text class="goal-label" x="{right + 4}" y="{y(goal_target) + 4:.1f}">goal {goal_target:g}x</text>'
         )
     best: Optional[float] = None
     steps: list[str] = []
+    bottom = MARGIN_TOP + inner_h
     for point in points:
-        if point.speedup is None:
+        if point.speedup is None or point.speedup <= 0:
             parts.append(
-                f'<circle class="failed" cx="{x(point.iteration):.1f}" cy="{y(0):.1f}" r="2.5">'
-                f"<title>iteration {point.iteration}, candidate {point.index}: {esc(point.status)}</title></circle>"
+                f'<circle class="failed" cx="{x(point.iteration):.1f}" cy="{bottom:.1f}" r="3">'
+                f"<title>{esc(_point_title(point))}</title></circle>"
             )
             continue
         parts.append(
-            f'<circle class="attempt" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="3">'
-            f"<title>iteration {point.iteration}, candidate {point.index}: "
-            f"{point.speedup:.3f}x ({esc(point.status)})</title></circle>"
+            f'<circle class="attempt" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
+            f"<title>{esc(_point_title(point))}</title></circle>"
         )
         if point.status == "ok" and (best is None or point.speedup > best):
             if best is not None:
@@ -144,7 +257,7 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
             steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
     if best is not None:
         steps.append(f"{x(x_high):.1f},{y(best):.1f}")
-        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}"/>')
+        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}"><title>best so far</title></polyline>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -153,9 +266,7 @@ def diff_html(seed: str, best: str) -> str:
     lines = difflib.unified_diff(seed.splitlines(), best.splitlines(), "seed", "best", lineterm="")
     out = []
     for line in lines:
-        if line.startswith(("+++", "---")):
-            kind = "hunk"
-        elif line.startswith("@@"):
+        if line.startswith(("+++", "---", "@@")):
             kind = "hunk"
         elif line.startswith("+"):
             kind = "add"
@@ -167,18 +278,29 @@ def diff_html(seed: str, best: str) -> str:
     return "\n".join(out) if out else "(identical to the seed)"
 
 
+def _times_cell(times: Sequence[ShapeTime]) -> str:
+    return "<br>".join(esc(t.text()) for t in times)
+
+
 def _facts(data: PageData) -> str:
     best = "none yet" if data.best_speedup is None else f"{data.best_speedup:.3f}x"
     rows = [
         ("Problem", esc(data.problem)),
         (
             "Status",
-            f'<span id="run-status">{esc(data.status)}</span>' + (f" ({esc(data.phase)})" if data.phase else ""),
+            f'<span id="run-status">{esc(data.status)}</span>'
+            + (f' (<span id="run-phase">{esc(data.phase)}</span>)' if data.phase else ""),
         ),
         ("Iteration", esc(data.iteration)),
         ("Goal", esc(data.goal_text)),
         ("Best speedup", f'<span id="best-speedup">{esc(best)}</span>'),
     ]
+    if data.best_times:
+        rows.append(
+            ("Best time (ours vs baseline)", f'<span id="best-times" class="times">{_times_cell(data.best_times)}</span>')
+        )
+    if data.progress:
+        rows.append(("Progress", '<span id="run-progress">' + "<br>".join(esc(line) for line in data.progress) + "</span>"))
     if data.stop_reason:
         rows.append(("Stopped because", esc(data.stop_reason)))
     rows.append(("Temporal", f'<a id="temporal-link" href="{esc(data.temporal_url)}">{esc(data.temporal_url)}</a>'))
@@ -193,6 +315,12 @@ def _llm_link(row: dict) -> str:
 
 def _notebook(view: NotebookView) -> str:
     parts = []
+    if view.steering:
+        parts.append(
+            '<h3>Steering</h3><ul id="steering">'
+            + "".join(f"<li>{esc(when)}: {esc(what)}</li>" for when, what in view.steering)
+            + "</ul>"
+        )
     for title, items in (
         ("Hints", view.hints),
         ("Lessons", view.lessons),
@@ -201,42 +329,54 @@ def _notebook(view: NotebookView) -> str:
         if items:
             parts.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>")
     header = (
-        "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th><th>note</th></tr>"
+        "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th>"
+        "<th>time per shape (ours vs baseline)</th><th>note</th></tr>"
     )
     body = "".join(
         "<tr>"
         f"<td>{esc(row['iteration'])}</td><td>{esc(row['index'])}</td><td>{esc(row['strategy'])}</td>"
         f"<td>{esc(row['status'])}</td>"
         f"<td>{'' if row['speedup'] is None else esc(format(row['speedup'], '.3f'))}</td>"
+        f'<td class="times">{_times_cell(row.get("times") or [])}</td>'
         f"<td>{esc(row['note'])}{_llm_link(row)}</td></tr>"
         for row in view.rows
     )
-    table = f'<table id="notebook-entries">{header}{body}</table>' if view.rows else "<p>No attempts yet.</p>"
+    table = (
+        f'<h3>Attempts, newest first</h3><div class="scroll"><table id="notebook-entries">{header}{body}</table></div>'
+        if view.rows
+        else "<p>No attempts yet.</p>"
+    )
     return "".join(parts) + table
 
 
 def render_run_page(data: PageData) -> str:
     refresh = f'<meta http-equiv="refresh" content="{data.refresh_s}">' if data.refresh_s else ""
     if data.best_source is None:
-        best = "<p>No kernel has passed the judge yet.</p>"
-        diff = ""
+        kernel = "<p>No kernel has passed the judge yet.</p>"
+        diff = "<p>No kernel has passed the judge yet.</p>"
     else:
-        best = f'<p>{esc(data.best_label)}</p><pre id="best-source"><code>{esc(data.best_source)}</code></pre>'
+        lines = data.best_source.count("\n") + 1
+        kernel = (
+            f'<details id="best-kernel"><summary>{esc(data.best_label)} ({lines} lines): show the source</summary>'
+            f'<pre id="best-source"><code>{esc(data.best_source)}</code></pre></details>'
+        )
         if data.seed_source is None:
             diff = f"<p>{esc(data.seed_note)}</p>"
         else:
             diff = (
-                f'<pre id="best-diff" class="diff"><code>{diff_html(data.seed_source, data.best_source)}</code></pre>'
+                f'<pre id="best-diff" class="diff scroll"><code>{diff_html(data.seed_source, data.best_source)}'
+                "</code></pre>"
             )
     return (
         "<!doctype html>"
         '<html lang="en"><head><meta charset="utf-8">'
         f"{refresh}<title>Marathon run {esc(data.run_id)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>Run {esc(data.run_id)}</h1>{_facts(data)}"
-        f"<h2>Speedup over iterations</h2>{speedup_svg(data.points, data.goal_target)}"
-        f"<h2>Best kernel</h2>{best}"
-        f"<h2>Diff against the seed</h2>{diff}"
-        f'<h2>Notebook</h2><div id="notebook">{_notebook(data.notebook)}</div>'
+        f'<h1>Run {esc(data.run_id)}</h1><section id="summary">{_facts(data)}</section>'
+        f'<section id="curve"><h2>Speedup over iterations</h2>{speedup_svg(data.points, data.goal_target)}</section>'
+        f'<section id="steering-notebook"><h2>Steering and notebook</h2>'
+        f'<div id="notebook">{_notebook(data.notebook)}</div></section>'
+        f'<section id="diff"><h2>Diff against the seed</h2>{diff}</section>'
+        f'<section id="kernel"><h2>Best kernel</h2>{kernel}</section>'
         "</body></html>"
     )
 

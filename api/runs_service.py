@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from api.schemas import AttemptPublic, RunPublic
-from api.temporal import LiveState
+from api.temporal import LiveState, PendingEvaluation
 from marathon.settings import Settings
 from store import repository
 from store.db import session_scope
@@ -49,6 +49,55 @@ def llm_url(attempt: Attempt) -> Optional[str]:
     return f"/runs/{attempt.run_id}/attempts/{attempt.id}/llm" if attempt.llm_sha else None
 
 
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def live_candidates(live: LiveState) -> list[dict[str, Any]]:
+    """The status query's candidates, those still evaluating told apart by Temporal's pending
+    activities: started on a worker, or scheduled and waiting for one (matched in the order the
+    workflow scheduled them)."""
+    status = live.run_status
+    if status is None:
+        return []
+    rows = [{"index": c.index, "strategy": c.strategy, "state": c.state} for c in status.candidates]
+    in_flight = [row for row in rows if row["state"] in ("evaluating", "confirming")]
+    if len(in_flight) != len(live.evaluations):
+        return rows  # an evaluation just finished and the workflow has not seen it yet: no matching
+    # Activity ids follow the order the workflow scheduled them in, which is the candidates' order.
+    for row, pending in zip(in_flight, live.evaluations):
+        if pending.started:
+            continue
+        if pending.attempt > 1:
+            row["state"] = f"waiting to retry (attempt {pending.attempt})"
+        else:
+            row["state"] = f"waiting for a GPU worker ({_duration(pending.waiting_s)})"
+    return rows
+
+
+def waiting_line(live: LiveState) -> str:
+    """A line when evaluations wait for a worker to start them; "" when none does."""
+    waiting: list[PendingEvaluation] = [e for e in live.evaluations if not e.started and e.attempt <= 1]
+    if not waiting:
+        return ""
+    queue = (live.run_status.evaluate_queue if live.run_status else "") or waiting[0].task_queue or "its queue"
+    longest = max(e.waiting_s for e in waiting)
+    why = {
+        False: "no evaluation worker polls that queue: start one for this architecture",
+        True: "the workers on that queue are busy",
+        None: "",
+    }[live.evaluation_polled]
+    count = f"{len(waiting)} evaluation{'s' if len(waiting) != 1 else ''}"
+    return f"waiting for a GPU worker: {count} on {queue} not started for {_duration(longest)}" + (
+        f" ({why})" if why else ""
+    )
+
+
 def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None) -> RunPublic:
     goal = Goal(**run.goal)
     fields: dict[str, Any] = dict(
@@ -83,7 +132,11 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
             phase=status.phase,
             stop_reason=status.stop_reason or run.stop_reason,
             live=True,
+            candidates=live_candidates(live),
+            candidates_iteration=status.candidates_iteration,
         )
+    if live is not None:
+        fields["waiting_for_worker"] = waiting_line(live)
     return RunPublic(**fields)
 
 

@@ -123,6 +123,15 @@ class RunPublic(BaseModel):
     phase: str = ""
     stop_reason: str = ""
     live: bool = Field(False, description="True when the workflow answered the status query just now")
+    candidates: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The current (or last) iteration's candidates: index, strategy and state (proposed, "
+        "evaluating, waiting for a GPU worker, confirming, or the judge's status); only while the run is live",
+    )
+    candidates_iteration: int = Field(0, description="The iteration those candidates belong to")
+    waiting_for_worker: str = Field(
+        "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
+    )
     created_at: datetime
     updated_at: datetime
     run_page_url: str

@@ -7,11 +7,11 @@ need Temporal get ``TemporalUnavailable`` and turn it into a 503 that names the 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Optional
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
@@ -54,6 +54,17 @@ class TemporalUnavailable(Exception):
 
 
 @dataclass
+class PendingEvaluation:
+    """An "evaluate" activity Temporal holds for the run: scheduled (no worker took it yet) or started."""
+
+    order: int
+    started: bool
+    attempt: int
+    waiting_s: float
+    task_queue: str = ""
+
+
+@dataclass
 class LiveState:
     """What Temporal says about a run right now. ``status`` is None when Temporal was not reachable."""
 
@@ -61,6 +72,26 @@ class LiveState:
     stop_reason: Optional[str] = None
     run_status: Optional[RunStatus] = None
     found: bool = True
+    evaluations: list[PendingEvaluation] = field(default_factory=list)
+    # Whether a worker polls the queue of an evaluation nobody started; None when none waits.
+    evaluation_polled: Optional[bool] = None
+
+
+def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
+    """The run's pending "evaluate" activities in the order the workflow scheduled them."""
+    out = []
+    for info in description.raw_description.pending_activities:
+        if info.activity_type.name != "evaluate":
+            continue
+        started = info.state in (
+            PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+            PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+        )
+        since = info.scheduled_time.ToDatetime(timezone.utc) if info.HasField("scheduled_time") else now
+        order = int(info.activity_id) if info.activity_id.isdigit() else len(out)
+        queue = info.activity_options.task_queue.name if info.HasField("activity_options") else ""
+        out.append(PendingEvaluation(order, started, info.attempt, max(0.0, (now - since).total_seconds()), queue))
+    return sorted(out, key=lambda item: item.order)
 
 
 class TemporalGateway:
@@ -149,8 +180,19 @@ class TemporalGateway:
             # A query waits for a worker; with none polling it could only time out.
             polled = await self._has_poller(client, description.task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
             run_status = await self._query_status(handle) if polled else None
+            evaluations = pending_evaluations(description, datetime.now(timezone.utc))
+            waiting = [e for e in evaluations if not e.started]
+            queue = (run_status.evaluate_queue if run_status else "") or (waiting[0].task_queue if waiting else "")
+            evaluation_polled = None
+            if waiting and queue:
+                evaluation_polled = await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
             # Without an answer the run is live but running-or-paused is unknown: keep the store's word.
-            return LiveState(status=run_status.status if run_status else None, run_status=run_status)
+            return LiveState(
+                status=run_status.status if run_status else None,
+                run_status=run_status,
+                evaluations=evaluations,
+                evaluation_polled=evaluation_polled,
+            )
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:
                 result: OptimizeResult = await handle.result(rpc_timeout=RPC_TIMEOUT)

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
     from workflows.types import (
         Candidate,
+        CandidateState,
         CompactInput,
         CompactResult,
         EvaluateInput,
@@ -122,6 +123,8 @@ class OptimizeKernelWorkflow:
         self._stop_reason = ""
         self._store_dirty = False
         self._last_statuses: list[str] = []
+        self._candidates: list[CandidateState] = []
+        self._candidates_iteration = 0
 
     # ---- steering -----------------------------------------------------------------------
 
@@ -166,11 +169,15 @@ class OptimizeKernelWorkflow:
     def status(self) -> RunStatus:
         state, goal = self._state, self._input.goal
         hours = nb.hours_since(state.started_at, workflow.now())
+        status, phase = self._status, self._phase
+        if state.paused and status == "running":
+            # The pause signal arrived mid-iteration: say so at once; the iteration finishes first.
+            status, phase = "paused", f"pausing after iteration {state.iteration + 1} ({phase})"
         return RunStatus(
             run_id=self._input.run_id,
             problem=self._input.problem,
-            status=self._status,
-            phase=self._phase,
+            status=status,
+            phase=phase,
             iteration=state.iteration,
             goal=goal,
             best_speedup=state.best.speedup if state.best else None,
@@ -182,6 +189,9 @@ class OptimizeKernelWorkflow:
             segment=state.segment,
             message=state.pause_reason,
             hints=len(state.notebook.hints),
+            candidates=[dataclasses.replace(c) for c in self._candidates],
+            candidates_iteration=self._candidates_iteration,
+            evaluate_queue=self._evaluate_queue(),
         )
 
     @workflow.query
@@ -317,6 +327,11 @@ class OptimizeKernelWorkflow:
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None
         state.tokens += result.tokens_used
+        self._candidates_iteration = iteration
+        self._candidates = [
+            CandidateState(c.index, c.strategy[:120], "proposal_error" if c.error is not None else "proposed")
+            for c in result.candidates
+        ]
         return result
 
     def _evaluate_queue(self) -> str:
@@ -347,12 +362,32 @@ class OptimizeKernelWorkflow:
             summary=f"iter {iteration} · candidate {candidate.index + 1}/{total} · {action} · {candidate.strategy}"[:200],
         )
 
+    def _mark(self, position: int, text: str) -> None:
+        if position < len(self._candidates):
+            self._candidates[position].state = text
+
+    async def _tracked(self, position: int, evaluation) -> EvaluateResult:
+        """Await one evaluation, keeping its candidate's state for the status query."""
+        self._mark(position, "evaluating")
+        try:
+            result = await evaluation
+        except asyncio.CancelledError:
+            self._mark(position, "cancelled")
+            raise
+        except Exception:
+            self._mark(position, "cancelled" if self._state.stop_requested else "evaluation failed")
+            raise
+        self._mark(position, result.status)
+        return result
+
     async def _evaluate_all(self, iteration: int, candidates: list[Candidate]) -> Optional[list[EvaluateResult]]:
         self._phase = "evaluating"
         self._details(f"evaluating {len(candidates)}")
         total = len(candidates)
         pending = [
-            self._evaluate(iteration, candidate, total) for candidate in candidates if candidate.error is None
+            self._tracked(position, self._evaluate(iteration, candidate, total))
+            for position, candidate in enumerate(candidates)
+            if candidate.error is None
         ]
         batch = asyncio.gather(*pending, return_exceptions=True)
         # A stop does not wait for evaluations that may run for many minutes on a GPU: they
@@ -409,11 +444,13 @@ class OptimizeKernelWorkflow:
         self._phase = "confirming"
         self._details(f"confirming #{candidates[position].index}")
         first = results[position]
+        self._mark(position, "confirming")
         try:
             confirmed = await self._evaluate(iteration, candidates[position], len(candidates), confirm=True)
         except ActivityError as error:
             confirmed = EvaluateResult(status="crashed", message=f"confirmation failed: {_failure_message(error)}")
         confirmed.gpu_seconds += first.gpu_seconds
+        self._mark(position, f"{first.status}, confirmation {confirmed.status}")
         first_value = nb.format_value(goal, nb.objective_value(goal, first.speedup, first.roofline))
         if nb.beats(goal, best, confirmed):
             confirmed.message = f"confirmed: first {first_value}, paired {nb.format_value(goal, nb.objective_value(goal, confirmed.speedup, confirmed.roofline))}. {confirmed.message}".strip()

@@ -339,6 +339,16 @@ class OptimizeResult:
 
 
 @dataclass
+class CandidateState:
+    """One candidate of the iteration in progress (or the last one), as the status query shows it:
+    ``state`` is "proposed", "evaluating", "confirming", or the judge's status once evaluated."""
+
+    index: int
+    strategy: str = ""
+    state: str = "proposed"
+
+
+@dataclass
 class RunStatus:
     """The answer of the status query."""
 
@@ -357,3 +367,7 @@ class RunStatus:
     segment: int = 0
     message: str = ""
     hints: int = 0
+    # The candidates of iteration ``candidates_iteration`` and the queue their evaluations go to.
+    candidates: list[CandidateState] = field(default_factory=list)
+    candidates_iteration: int = 0
+    evaluate_queue: str = ""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
-from typing import Optional
+from typing import Any, Optional
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
@@ -20,9 +21,11 @@ from api.page import (
     render_login_page,
     render_message_page,
     render_run_page,
+    shape_times,
 )
 from api.temporal import TemporalUnavailable
 from kernels.registry import get_problem
+from marathon.progress import progress_details
 from store import repository
 from store.artifacts import get_text
 from store.db import session_scope
@@ -57,6 +60,16 @@ def _seed_source(problem: str) -> tuple[Optional[str], str]:
         return None, f"The seed kernel could not be rendered: {error}"
 
 
+def _report(session, sha: Optional[str]) -> Any:
+    """A stored judge report as a dict; None when it is missing or not JSON."""
+    if not sha:
+        return None
+    try:
+        return json.loads(get_text(session, sha))
+    except (KeyError, ValueError):
+        return None
+
+
 def _store_view(url: str, run_id: str) -> dict:
     if not service.plausible_run_id(run_id):
         raise service.RunNotFound(run_id)
@@ -65,19 +78,25 @@ def _store_view(url: str, run_id: str) -> dict:
         if run is None:
             raise service.RunNotFound(run_id)
         points = [PlotPoint(*row) for row in repository.attempt_series(session, run_id)]
-        rows = [
-            {
-                "iteration": a.iteration,
-                "index": a.index,
-                "strategy": a.strategy,
-                "status": a.status,
-                "speedup": a.speedup,
-                "note": a.message,
-                "llm_url": service.llm_url(a),
-            }
-            for a in repository.recent_attempts(session, run_id, limit=NOTEBOOK_ROWS)
-        ]
-        best_source, best_label = None, ""
+        rows = []
+        for a in repository.recent_attempts(session, run_id, limit=NOTEBOOK_ROWS):
+            rows.append(
+                {
+                    "iteration": a.iteration,
+                    "index": a.index,
+                    "strategy": a.strategy,
+                    "status": a.status,
+                    "speedup": a.speedup,
+                    "note": a.message,
+                    "times": shape_times(_report(session, a.report_sha)),
+                    "llm_url": service.llm_url(a),
+                }
+            )
+        # The plot's hover text gets the absolute times of the attempts the table shows.
+        times = {(row["iteration"], row["index"]): row["times"] for row in rows}
+        for point in points:
+            point.times = times.get((point.iteration, point.index), [])
+        best_source, best_label, best_times = None, "", []
         best = repository.get_attempt(session, run.best_attempt_id) if run.best_attempt_id else None
         if best is not None:
             try:
@@ -86,7 +105,15 @@ def _store_view(url: str, run_id: str) -> dict:
                 best_source = None
             speed = "" if best.speedup is None else f", {best.speedup:.3f}x ({best.timing_kind} timing)"
             best_label = f"Iteration {best.iteration}, candidate {best.index}: {best.strategy}{speed}"
-        return {"run": run, "points": points, "rows": rows, "best_source": best_source, "best_label": best_label}
+            best_times = shape_times(_report(session, best.report_sha))
+        return {
+            "run": run,
+            "points": points,
+            "rows": rows,
+            "best_source": best_source,
+            "best_label": best_label,
+            "best_times": best_times,
+        }
 
 
 async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook]:
@@ -99,7 +126,7 @@ async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook
 
 @router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True)
 async def read_run_page(run_id: str, request: Request) -> Response:
-    """The run page: speedup plot, best kernel and its diff against the seed, the notebook."""
+    """The run page: summary, speedup curve, steering and notebook, the diff against the seed, the kernel."""
     state = await page_token_state(request)
     if state != "ok":
         hint = LOGIN_HINT if state == "missing" else STALE_TOKEN_HINT
@@ -146,6 +173,8 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         seed_note=seed_note,
         notebook=notebook,
         refresh_s=None if public.status in service.TERMINAL_STATUSES else REFRESH_S,
+        best_times=view["best_times"],
+        progress=progress_details(public.model_dump(mode="json")),
     )
     return html_response(render_run_page(data))
 

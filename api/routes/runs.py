@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict
 from typing import Annotated, Any, Literal, Optional
@@ -161,9 +162,17 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     )
 
 
+# How many live runs of one list page are asked for their phase and candidates (in parallel).
+LIVE_IN_LIST = 20
+
+
+def _list_runs(url: str, **filters):
+    with session_scope(url, read_only=True) as session:
+        return repository.list_runs(session, **filters)
+
+
 @router.get("", response_model=RunsPublic)
-def read_runs(
-    session: SessionDep,
+async def read_runs(
     settings: SettingsDep,
     temporal: TemporalDep,
     status_filter: Annotated[Optional[Literal[RUN_STATUSES]], Query(alias="status")] = None,  # type: ignore[valid-type]
@@ -171,9 +180,16 @@ def read_runs(
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> RunsPublic:
-    """Runs newest first, as the store has them (the workflows keep their rows current)."""
-    runs, count = repository.list_runs(session, status=status_filter, problem=problem, offset=offset, limit=limit)
-    return RunsPublic(data=[service.to_public(r, settings, temporal.ui_url(r.id)) for r in runs], count=count)
+    """Runs newest first, as the store has them; the first live ones as their workflows answer
+    (status, phase, candidates)."""
+    runs, count = await run_in_threadpool(
+        _list_runs, settings.resolved_database_url, status=status_filter, problem=problem, offset=offset, limit=limit
+    )
+    live_ids = [r.id for r in runs if r.status not in service.TERMINAL_STATUSES][:LIVE_IN_LIST]
+    states = dict(zip(live_ids, await asyncio.gather(*(temporal.live_state(i) for i in live_ids))))
+    return RunsPublic(
+        data=[service.to_public(r, settings, temporal.ui_url(r.id), states.get(r.id)) for r in runs], count=count
+    )
 
 
 @router.get("/{run_id}", response_model=RunPublic)

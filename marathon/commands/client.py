@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from marathon.progress import candidates_line, duration, elapsed_s, time_line
+
 FINISHED = ("completed", "stopped", "failed")
 LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
@@ -203,7 +205,7 @@ def runs_command(client, args: argparse.Namespace) -> int:
     if not rows:
         print("no runs" + (" matching the filter" if args.status or args.problem else ""))
         return 0
-    header = ("ID", "PROBLEM", "STATUS", "ITER", "BEST", "GOAL", "CREATED")
+    header = ("ID", "PROBLEM", "STATUS", "PHASE", "ITER", "BEST", "GOAL", "ELAPSED", "CREATED")
     table = [header]
     for run in rows:
         iterations = _iterations_budget(run)
@@ -212,9 +214,11 @@ def runs_command(client, args: argparse.Namespace) -> int:
                 str(run.get("id", "")),
                 str(run.get("problem", "")),
                 str(run.get("status", "")),
+                ("waiting for a GPU worker" if run.get("waiting_for_worker") else str(run.get("phase") or "-"))[:32],
                 f"{run.get('iteration', 0)}" + (f"/{iterations}" if iterations else ""),
                 format_speedup(run.get("best_speedup")),
                 _goal_text(run.get("goal")),
+                duration(elapsed_s(run)),
                 str(run.get("created_at", ""))[:19],
             )
         )
@@ -231,6 +235,10 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     iterations = _iterations_budget(run)
     lines = [
         f"run {run.get('id')}  {run.get('problem')}  {run.get('status')}",
+    ]
+    if run.get("phase"):
+        lines.append(f"  phase        {run['phase']}")
+    lines += [
         f"  iteration    {run.get('iteration', 0)}" + (f" of {iterations}" if iterations else ""),
         f"  best         {format_speedup(run.get('best_speedup'), _timing_kind(run))}",
         f"  goal         {_goal_text(run.get('goal'))}",
@@ -240,8 +248,15 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     used = run.get("budget_used")
     if isinstance(used, dict) and used:
         lines.append("  budget used  " + ", ".join(f"{key} {value:g}" if isinstance(value, (int, float)) else f"{key} {value}" for key, value in used.items()))
+    if time_line(run):
+        lines.append(f"  time         {time_line(run)}")
+    if candidates_line(run):
+        lines.append(f"  candidates   {candidates_line(run)}")
+    if run.get("waiting_for_worker"):
+        lines.append(f"  WAITING      {run['waiting_for_worker']}")
     if run.get("stop_reason"):
-        lines.append(f"  stop reason  {run['stop_reason']}")
+        label = "paused" if run.get("status") == "paused" else "stop reason"
+        lines.append(f"  {label:12} {run['stop_reason']}")
     for label, key in LINKS:
         if run.get(key):
             lines.append(f"  {label:12} {run[key]}")
@@ -283,7 +298,22 @@ def show_command(client, args: argparse.Namespace) -> int:
     return 0
 
 
-def progress_line(run: dict[str, Any], width: int = 24) -> str:
+def _candidate_counts(run: dict[str, Any]) -> str:
+    """``candidates 2 ok, 1 evaluating``: the current iteration's candidates by state."""
+    rows = run.get("candidates")
+    if not isinstance(rows, list) or not rows:
+        return ""
+    counts: dict[str, int] = {}
+    for row in rows:
+        state = str(row.get("state", "?")) if isinstance(row, dict) else "?"
+        state = "waiting for a GPU worker" if state.startswith("waiting for a GPU worker") else state
+        counts[state] = counts.get(state, 0) + 1
+    return "candidates " + ", ".join(f"{count} {state}" for state, count in counts.items())
+
+
+def progress_line(run: dict[str, Any], width: int = 24, *, with_time: bool = True) -> str:
+    """One line on a run: the bar, best, goal, status (phase), then what is known of time left,
+    the candidates in flight and a wait for a worker."""
     iteration = int(run.get("iteration") or 0)
     total = _iterations_budget(run)
     if total:
@@ -291,10 +321,16 @@ def progress_line(run: dict[str, Any], width: int = 24) -> str:
         bar = "[" + "#" * filled + "-" * (width - filled) + f"] {iteration}/{total}"
     else:
         bar = f"iteration {iteration}"
-    return (
+    line = (
         f"{bar}  best {format_speedup(run.get('best_speedup'), _timing_kind(run))}"
         f"  goal {_goal_text(run.get('goal'))}  {run.get('status', '?')}"
     )
+    if run.get("phase") and run.get("phase") != run.get("status"):
+        line += f" ({run['phase']})"
+    extras = [time_line(run) if with_time else "", _candidate_counts(run)]
+    if run.get("waiting_for_worker"):
+        extras.append(str(run["waiting_for_worker"]))
+    return "  ".join([line] + [extra for extra in extras if extra])
 
 
 def follow(client, run_id: str, *, interval: float, out=None) -> int:
@@ -306,12 +342,14 @@ def follow(client, run_id: str, *, interval: float, out=None) -> int:
         while True:
             run = client.get_run(run_id)
             line = progress_line(run)
+            # A pipe gets a line when something other than the clock changed.
+            key = progress_line(run, with_time=False)
             if live:
                 out.write("\r\033[K" + line)
                 out.flush()
-            elif line != last:
+            elif key != last:
                 print(line, file=out, flush=True)
-            last = line
+            last = key
             status = run.get("status")
             if status in FINISHED:
                 if live:

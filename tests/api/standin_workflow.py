@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.types import Goal, Notebook, OptimizeInput, OptimizeResult, RunStatus
+from workflows.types import CandidateState, Goal, Notebook, OptimizeInput, OptimizeResult, RunStatus
 
 
 @workflow.defn(name="OptimizeKernelWorkflow")
@@ -68,6 +68,8 @@ class StandInOptimizeWorkflow:
             budget=self.input.budget,
             budget_used={"iterations": 3.0},
             hints=len(self.hints),
+            candidates=[CandidateState(0, "tile-64", "ok"), CandidateState(1, "split-K", "evaluating")],
+            candidates_iteration=4,
         )
 
     @workflow.query

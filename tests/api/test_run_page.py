@@ -1,10 +1,14 @@
 """The run page in a real headless browser (Debian's chromium driven by Playwright): the plot,
 the best kernel and its diff, the notebook, the Temporal link, and no script injection from
-kernel sources or notebook text (an LLM writes those)."""
+kernel sources or notebook text (an LLM writes those). The page reads top-down (summary, curve,
+steering and notebook, diff, collapsed kernel), its curve has a log-scale y axis with the 1x and
+goal lines and distinct integer ticks, absolute times show per attempt, and it stays short."""
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 
 import pytest
 
@@ -30,17 +34,40 @@ async def start_run(api) -> str:
     return response.json()["id"]
 
 
-def record_attempts(api, run_id: str) -> None:
-    """Iteration 1: 1.1x and a failure; iteration 2: the hostile kernel at 1.6x, the best."""
+def judge_report(ours_ms: float, baseline_ms: float) -> str:
+    """A stored judge report as the evaluate activity writes it, reduced to the timing the page reads."""
+    return json.dumps(
+        {
+            "status": "ok",
+            "shapes": [
+                {
+                    "shape": "B=1 H=128 S=4096",
+                    "dims": [1, 128, 4096],
+                    "timing": {"candidate": {"median_ms": ours_ms}, "baseline": {"median_ms": baseline_ms}},
+                },
+                {"shape": "B=8 H=128 S=512", "dims": [8, 128, 512], "errors": {}},
+            ],
+        }
+    )
+
+
+def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
+    """Iteration 1: 1.1x and a failure; iteration 2: the hostile kernel at 1.6x, the best;
+    iteration 3: 0.05x (far below 1x: the log axis must still tell it apart)."""
     with api.db() as session:
         plain = put_text(session, "def kernel(q, kv, scale):\n    return q\n")
-        hostile = put_text(session, HOSTILE_SOURCE)
+        filler = "".join(f"    x{i} = q  # line {i}\n" for i in range(400)) if long_source else ""
+        hostile = put_text(session, HOSTILE_SOURCE + filler)
+        fast = put_text(session, judge_report(0.1725, 0.19))
+        best_report = put_text(session, judge_report(0.11875, 0.19))
+        slow = put_text(session, judge_report(3.8, 0.19))
         rows = [
-            (1, 0, plain, "ok", 1.1, False, "tile-32"),
-            (1, 1, plain, "incorrect", None, False, "tile-16"),
-            (2, 0, hostile, "ok", 1.6, True, HOSTILE_STRATEGY),
+            (1, 0, plain, "ok", 1.1, False, "tile-32", fast),
+            (1, 1, plain, "incorrect", None, False, "tile-16", None),
+            (2, 0, hostile, "ok", 1.6, True, HOSTILE_STRATEGY, best_report),
+            (3, 0, plain, "ok", 0.05, False, "tile-8", slow),
         ]
-        for iteration, index, sha, status, speedup, best, strategy in rows:
+        for iteration, index, sha, status, speedup, best, strategy, report in rows:
             repository.record_attempt(
                 session,
                 run_id=run_id,
@@ -54,7 +81,7 @@ def record_attempts(api, run_id: str) -> None:
                 speedup=speedup,
                 roofline=None,
                 timing_kind="interpreter",
-                report_sha=None,
+                report_sha=report,
                 is_best=best,
                 gpu_seconds=0.1,
             )
@@ -111,12 +138,12 @@ async def test_run_page_in_a_browser(api, browser):
 
     plot = page.locator("#speedup-plot")
     assert await plot.is_visible()
-    assert await page.locator("#speedup-plot circle.attempt").count() == 2
+    assert await page.locator("#speedup-plot circle.attempt").count() == 3
     assert await page.locator("#speedup-plot circle.failed").count() == 1
     assert await page.locator("#speedup-plot polyline.best-line").count() == 1
     assert await page.locator("#speedup-plot line.goal-line").count() == 1
 
-    source = await page.locator("#best-source").inner_text()
+    source = await page.locator("#best-source").text_content()
     assert HOSTILE in source
     diff = page.locator("#best-diff .add")
     assert HOSTILE in "\n".join(await diff.all_inner_texts())
@@ -154,4 +181,80 @@ async def test_browser_signs_in_with_the_token_form(api, browser):
     assert page.url == f"{api.base_url}/runs/{run_id}/page"
     cookies = await context.cookies()
     assert [c["httpOnly"] for c in cookies if c["name"] == "marathon_token"] == [True]
+    await context.close()
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+async def test_run_page_reads_top_down_and_stays_short(api, browser, tmp_path):
+    """Summary, curve, steering and notebook, diff, then the kernel collapsed; a log-scale y axis
+    with the 1x and goal lines and distinct integer ticks; absolute times; a bounded height."""
+    run_id = await start_run(api)
+    record_attempts(api, run_id, long_source=True)
+    context = await browser.new_context(
+        extra_http_headers={"Authorization": f"Bearer {api.token}"}, viewport={"width": 1200, "height": 900}
+    )
+    page = await context.new_page()
+    response = await page.goto(f"{api.base_url}/runs/{run_id}/page")
+    assert response.status == 200
+
+    headings = await page.locator("h2").all_inner_texts()
+    assert headings == [
+        "Speedup over iterations",
+        "Steering and notebook",
+        "Diff against the seed",
+        "Best kernel",
+    ]
+    order = await page.evaluate(
+        "['#summary', '#speedup-plot', '#notebook', '#best-diff', '#best-kernel']"
+        ".map(s => document.querySelector(s).getBoundingClientRect().top + window.scrollY)"
+    )
+    assert order == sorted(order), order
+
+    # The summary: phase and progress from the workflow's status query, the best's absolute times.
+    assert await page.locator("#run-phase").inner_text() == "proposing"
+    progress = await page.locator("#run-progress").inner_text()
+    assert "elapsed" in progress and "iteration 4: #0 ok, #1 evaluating" in progress
+    assert await page.locator("#best-times").inner_text() == "B=1 H=128 S=4096: 119 µs vs 190 µs"
+
+    # The curve: a log scale (ticks 1-2-5, evenly spaced per decade), the 1x and goal lines.
+    plot = page.locator("#speedup-plot")
+    assert await plot.get_attribute("data-y-scale") == "log"
+    y_ticks = await page.locator("#speedup-plot text.y-tick").all_text_contents()
+    assert y_ticks == ["0.05x", "0.1x", "0.2x", "0.5x", "1x", "2x"]
+    tick_y = [float(await t.get_attribute("y")) for t in await page.locator("#speedup-plot text.y-tick").all()]
+    decade = tick_y[1] - tick_y[4]  # 0.1x to 1x
+    assert decade > 0 and abs((tick_y[0] - tick_y[1]) - decade * 0.30103) < 1.0  # 0.05 to 0.1 is log10(2)
+    assert await page.locator("#speedup-plot text.baseline-label").text_content() == "1x"
+    assert await page.locator("#speedup-plot text.goal-label").text_content() == "goal 2x"
+    one_x = float(await page.locator("#speedup-plot line.baseline-line").get_attribute("y1"))
+    assert abs(one_x - (tick_y[4] - 4)) < 0.2
+    slow_dot = page.locator("#speedup-plot circle.attempt").nth(2)
+    assert float(await slow_dot.get_attribute("cy")) > one_x + decade  # 0.05x: more than a decade below 1x
+    x_ticks = await page.locator("#speedup-plot text.x-tick").all_text_contents()
+    assert x_ticks == ["1", "2", "3"]
+    # Hover values: each dot's title says its speedup and absolute times.
+    title = await page.locator("#speedup-plot circle.attempt").nth(1).locator("title").text_content()
+    assert "1.600x" in title and "119 µs vs 190 µs" in title
+
+    # Absolute times per attempt in the notebook's table (ours vs the baseline's, per shape).
+    table = await page.locator("#notebook-entries").inner_text()
+    assert "3.8 ms vs 190 µs" in table and "172 µs vs 190 µs" in table
+
+    # The kernel is collapsed until asked for.
+    kernel = page.locator("#best-kernel")
+    assert await kernel.get_attribute("open") is None
+    assert not await page.locator("#best-source").is_visible()
+    await page.locator("#best-kernel summary").click()
+    assert await page.locator("#best-source").is_visible()
+    await page.locator("#best-kernel summary").click()
+
+    shot = tmp_path / "run-page.png"
+    await page.screenshot(path=str(shot), full_page=True)
+    width, height = png_size(shot.read_bytes())
+    assert width == 1200
+    assert height < 2600, f"the run page is {height} px tall"
     await context.close()

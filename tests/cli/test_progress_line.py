@@ -172,3 +172,86 @@ def test_a_failed_first_poll_writes_nothing():
     with pytest.raises(ApiError):
         follow(ScriptedRuns(unknown), "kda-0123456789ab", interval=0, out=out)
     assert out.getvalue() == ""
+
+
+# ---- phase, time, candidates, a wait for a worker (issue 13) --------------------------------
+
+from datetime import datetime, timezone  # noqa: E402
+
+from marathon.commands.client import describe_run  # noqa: E402
+from marathon.progress import duration, estimate_left_s, progress_details, time_line  # noqa: E402
+
+WAITING = "waiting for a GPU worker: 2 evaluations on marathon-gpu-sm90 not started for 95 s (no evaluation worker polls that queue: start one for this architecture)"
+
+
+def live_run(**extra) -> dict:
+    run = run_state(4, best=1.3)
+    run.update(
+        phase="evaluating",
+        budget_used={"iterations": 4.0, "hours": 0.2},  # 12 minutes by the workflow's clock
+        candidates=[
+            {"index": 0, "strategy": "tile-64", "state": "ok"},
+            {"index": 1, "strategy": "split-K", "state": "evaluating"},
+            {"index": 2, "strategy": "tile-32", "state": "waiting for a GPU worker (95 s)"},
+            {"index": 3, "strategy": "tile-16", "state": "waiting for a GPU worker (95 s)"},
+        ],
+        candidates_iteration=5,
+    )
+    run.update(extra)
+    return run
+
+
+def test_durations_read_as_a_person_reads_them():
+    assert [duration(s) for s in (None, 5, 65, 3600 + 7 * 60)] == ["-", "5s", "1m05s", "1h07m"]
+
+
+def test_the_estimate_takes_the_budget_that_ends_first():
+    # 4 of 10 iterations in 12 min: 18 min left at that pace; 24 h of hours left: iterations win.
+    assert estimate_left_s(live_run(), 720.0) == (1080.0, "10 iterations")
+    # A 0.25 h budget ends first: 3 minutes left.
+    run = live_run(budget={"iterations": 10, "hours": 0.25})
+    assert estimate_left_s(run, 720.0) == (180.0, "0.25 h")
+    assert estimate_left_s(live_run(status="completed"), 720.0) == (None, "")
+    assert time_line(live_run()) == "elapsed 12m00s, about 18m00s left (budget 10 iterations)"
+
+
+def test_elapsed_without_the_workflow_clock_comes_from_created_at():
+    run = run_state(0)
+    run["created_at"] = "2026-12-01T10:00:00Z"
+    now = datetime(2026, 12, 1, 10, 0, 42, tzinfo=timezone.utc)
+    assert time_line(run, now) == "elapsed 42s, about 23h59m left (budget 24 h)"
+
+
+def test_the_progress_line_has_phase_time_candidates_and_the_wait():
+    line = progress_line(live_run(waiting_for_worker=WAITING))
+    assert line == (
+        "[#########---------------] 4/10  best 1.3x  goal 2x  running (evaluating)"
+        "  elapsed 12m00s, about 18m00s left (budget 10 iterations)"
+        "  candidates 1 ok, 1 evaluating, 2 waiting for a GPU worker  " + WAITING
+    )
+
+
+def test_a_pipe_does_not_get_a_line_per_tick_of_the_clock():
+    first = live_run(budget_used={"iterations": 4.0, "hours": 0.2})
+    later = live_run(budget_used={"iterations": 4.0, "hours": 0.21})
+    done = live_run(status="completed", phase="done", candidates=[])
+    out = Pipe()
+    assert follow(ScriptedRuns(first, later, done), "kda-0123456789ab", interval=0, out=out) == 0
+    assert out.getvalue().splitlines() == [progress_line(first), progress_line(done), "run kda-0123456789ab completed"]
+
+
+def test_show_lists_phase_time_candidates_and_the_wait():
+    lines = describe_run(live_run(waiting_for_worker=WAITING))
+    assert lines[1] == "  phase        evaluating"
+    assert "  time         elapsed 12m00s, about 18m00s left (budget 10 iterations)" in lines
+    assert (
+        "  candidates   iteration 5: #0 ok, #1 evaluating, #2 waiting for a GPU worker (95 s), "
+        "#3 waiting for a GPU worker (95 s)"
+    ) in lines
+    assert f"  WAITING      {WAITING}" in lines
+    assert progress_details(live_run())[1].startswith("iteration 5: #0 ok")
+
+
+def test_show_says_paused_with_the_reason():
+    lines = describe_run(run_state(3, status="paused", stop_reason="paused by user"))
+    assert lines[0].endswith("paused") and "  paused       paused by user" in lines

@@ -50,6 +50,9 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
         assert (status.status, status.iteration, status.goal.target) == ("running", 0, 5.0)
 
         await handle.signal(OptimizeKernelWorkflow.pause)
+        # The status query says so at once, while iteration 1 still finishes (issue 13).
+        pausing = await handle.query(OptimizeKernelWorkflow.status)
+        assert pausing.status == "paused" and pausing.phase == "pausing after iteration 1 (proposing)"
         await handle.signal(OptimizeKernelWorkflow.add_hint, "try BT=128 with 8 warps")
         with pytest.raises(WorkflowUpdateFailedError) as rejected:
             await handle.execute_update(OptimizeKernelWorkflow.set_goal, Goal(target=-1.0))
@@ -58,7 +61,8 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
         assert changed.goal.target == 3.0
 
         fake.gate.set()  # iteration 1 finishes, then the run holds
-        paused = await wait_for_status(handle, lambda s: s.status == "paused")
+        paused = await wait_for_status(handle, lambda s: s.phase == "paused")
+        assert paused.status == "paused"
         assert paused.iteration == 1 and paused.message == "paused by user"
         # The distance is to the goal set mid-run (3.0), from the best so far (the fake scores 1.0).
         assert paused.best_speedup == 1.0
@@ -67,6 +71,8 @@ async def test_pause_hint_goal_resume_stop(temporal_client):
         assert len(fake.proposals) == 1, "a paused run must not propose"
 
         await handle.signal(OptimizeKernelWorkflow.resume)
+        resumed = await handle.query(OptimizeKernelWorkflow.status)
+        assert resumed.status == "running"
         await wait_until(lambda: len(fake.proposals) >= 2)
         second = fake.proposals[1]
         assert "try BT=128 with 8 warps" in second.notebook.hints
@@ -120,7 +126,8 @@ async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_c
         )
         paused = await wait_for_status(handle, lambda s: s.status == "paused")
         assert evaluate_queue in paused.message and paused.iteration == 0
-        assert fake.run_rows[-1].status == "paused"
+        # The query says paused at once; the store's row follows with the next sync.
+        await wait_until(lambda: bool(fake.run_rows) and fake.run_rows[-1].status == "paused")
 
         gpu = build_gpu_worker(temporal_client, loop_settings(), task_queue=evaluate_queue, activities=[fake.evaluate])
         async with gpu:
@@ -131,6 +138,53 @@ async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_c
     # Iteration 1 was proposed again after the resume, and recorded once.
     assert [p.iteration for p in fake.proposals] == [1, 1]
     assert sorted(key[1:] for key in fake.records) == [(1, 0), (1, 1), (1, 2)]
+
+
+async def test_candidates_and_a_wait_for_a_worker_show_in_the_live_state(temporal_client):
+    """The status query lists the iteration's candidates; Temporal's pending activities tell
+    the one a worker runs from those waiting for a worker; the API turns that into a line."""
+    from api.runs_service import live_candidates, waiting_line
+    from api.temporal import TemporalGateway
+
+    queue, evaluate_queue = unique_queue(), unique_queue("eval")
+    fake = FakeLoop()
+    fake.evaluate_gate.clear()
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    async with loop_workers(temporal_client, fake, task_queue=queue, evaluate_queue=evaluate_queue):
+        handle = await temporal_client.start_workflow(
+            OptimizeKernelWorkflow.run,
+            loop_input(run_id, evaluate_queue, budget=Budget(iterations=100)),
+            id=run_id,
+            task_queue=queue,
+        )
+        await wait_for_status(handle, lambda s: s.phase == "evaluating")
+        await wait_until(lambda: len(fake.evaluations) == 1)  # one runs, two wait (one at a time)
+
+        async def client():
+            return temporal_client
+
+        gateway = TemporalGateway(loop_settings(), client)
+        live = await gateway.live_state(run_id)
+        assert live.run_status is not None and live.run_status.candidates_iteration == 1
+        assert live.run_status.evaluate_queue == evaluate_queue
+        assert [c.state for c in live.run_status.candidates] == ["evaluating"] * 3
+        # Temporal hands out queued work in no set order: any one of the three may be the one running.
+        started = [e.started for e in live.evaluations]
+        assert sorted(started) == [False, False, True]
+        states = [row["state"] for row in live_candidates(live)]
+        for running, state in zip(started, states):
+            assert state == "evaluating" if running else state.startswith("waiting for a GPU worker (")
+        line = waiting_line(live)
+        assert line.startswith(f"waiting for a GPU worker: 2 evaluations on {evaluate_queue} not started for ")
+        assert line.endswith("(the workers on that queue are busy)")
+
+        fake.evaluate_gate.set()
+        await wait_for_status(handle, lambda s: s.iteration >= 1)
+        await handle.signal(OptimizeKernelWorkflow.stop)
+        await handle.result()
+        final = await handle.query(OptimizeKernelWorkflow.status)
+    # The last iteration's candidates: judged, or cancelled by the stop.
+    assert final.candidates and all(c.state == "cancelled" or c.state.startswith("ok") for c in final.candidates)
 
 
 async def test_stop_cancels_evaluations_in_flight(temporal_client):

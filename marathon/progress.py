@@ -1,0 +1,101 @@
+"""What a person wants to know about a run in progress, from the API's run object (a dict, as
+``GET /runs/{id}`` returns it): elapsed time and an estimate of the time left from the budget,
+the current iteration's candidates, and whether it waits for a GPU worker. Shared by the CLI
+(``show``, ``watch``, ``runs``) and the run page; no heavy imports."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+FINISHED = ("completed", "stopped", "failed")
+
+
+def duration(seconds: Optional[float]) -> str:
+    """``45s``, ``12m05s``, ``3h07m``; ``-`` when unknown."""
+    if seconds is None or seconds < 0:
+        return "-"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _parse_time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def elapsed_s(run: dict[str, Any], now: Optional[datetime] = None) -> Optional[float]:
+    """Seconds the run has been going: the workflow's own clock (``budget_used.hours``), else the
+    time since the run was created (while it runs), else the time it ran until its last update."""
+    used = run.get("budget_used")
+    hours = used.get("hours") if isinstance(used, dict) else None
+    created = _parse_time(run.get("created_at"))
+    if isinstance(hours, (int, float)) and hours > 0:
+        return float(hours) * 3600
+    if created is None:
+        return None
+    if run.get("status") in FINISHED:
+        end = _parse_time(run.get("updated_at")) or created
+    else:
+        end = now or datetime.now(timezone.utc)
+    return max(0.0, (end - created).total_seconds())
+
+
+def estimate_left_s(run: dict[str, Any], elapsed: Optional[float]) -> tuple[Optional[float], str]:
+    """An estimate of the time left and the budget it comes from: the iterations left at the pace
+    so far, or the hours left, whichever ends first; (None, "") when neither can be told."""
+    if run.get("status") in FINISHED or elapsed is None:
+        return None, ""
+    budget = run.get("budget") if isinstance(run.get("budget"), dict) else {}
+    options: list[tuple[float, str]] = []
+    total, done = budget.get("iterations"), int(run.get("iteration") or 0)
+    if isinstance(total, (int, float)) and total > 0 and done > 0:
+        options.append((max(0.0, elapsed / done * (total - done)), f"{total:g} iterations"))
+    hours = budget.get("hours")
+    if isinstance(hours, (int, float)) and hours > 0:
+        options.append((max(0.0, hours * 3600 - elapsed), f"{hours:g} h"))
+    if not options:
+        return None, ""
+    return min(options)
+
+
+def time_line(run: dict[str, Any], now: Optional[datetime] = None) -> str:
+    """``elapsed 12m05s, about 40m left (budget 20 iterations)``; "" when nothing is known."""
+    elapsed = elapsed_s(run, now)
+    if elapsed is None:
+        return ""
+    left, source = estimate_left_s(run, elapsed)
+    text = f"elapsed {duration(elapsed)}"
+    if left is not None:
+        text += f", about {duration(left)} left (budget {source})"
+    return text
+
+
+def candidates_line(run: dict[str, Any]) -> str:
+    """``iteration 4: #0 ok, #1 evaluating, #2 waiting for a GPU worker (40 s)``; "" without candidates."""
+    rows = run.get("candidates")
+    if not isinstance(rows, list) or not rows:
+        return ""
+    parts = []
+    for row in rows:
+        if isinstance(row, dict):
+            parts.append(f"#{row.get('index', '?')} {row.get('state', '?')}")
+    head = f"iteration {run['candidates_iteration']}" if run.get("candidates_iteration") else "candidates"
+    return f"{head}: " + ", ".join(parts)
+
+
+def progress_details(run: dict[str, Any], now: Optional[datetime] = None) -> list[str]:
+    """The lines below a run's status: time, candidates, a wait for a worker, a pause's reason."""
+    lines = [time_line(run, now), candidates_line(run)]
+    if run.get("waiting_for_worker"):
+        lines.append(str(run["waiting_for_worker"]))
+    return [line for line in lines if line]
