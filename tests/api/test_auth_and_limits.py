@@ -104,7 +104,7 @@ def _assert_token_form(response, path: str, message: str) -> None:
 
 @pytest.mark.parametrize(("method", "route"), GUARDED, ids=[f"{m} {p}" for m, p in GUARDED])
 async def test_every_route_refuses_a_missing_or_wrong_token(bare_api, method, route):
-    path = re.sub(r"\{[^}]+\}", RUN_ID, route)
+    path = re.sub(r"\{[^}]+\}", RUN_ID, route.replace("{attempt_id}", "1"))  # attempt ids are integers
     # The wrong token goes everywhere a token is read: the header (API clients), the cookie the
     # token form sets (the run page in a browser) and the form field itself (/login).
     wrong = {"headers": {"Authorization": f"Bearer {WRONG_TOKEN}", "Cookie": f"{TOKEN_COOKIE}={WRONG_TOKEN}"}}
