@@ -38,6 +38,9 @@ def child_env(workdir: str, device: str) -> dict[str, str]:
     env["TMPDIR"] = workdir
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("TRITON_CACHE_DIR", os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache"))
+    # The baseline (FLA) autotunes on the first call of each shape in each process: keep the
+    # winners on disk next to the compiled kernels, so the next judgement's referee reuses them.
+    env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
