@@ -15,7 +15,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from api import runs_service as service
-from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep, page_token_state
+from api.deps import INVALID_TOKEN, MISSING_TOKEN, AuthDep, SessionDep, SettingsDep, TemporalDep, page_token_state
 from api.errors import invalid
 from api.schemas import (
     ActionAccepted,
@@ -461,7 +461,7 @@ async def read_llm_exchange(
     redacted, long texts clipped). ``?format=text`` reads well in a browser (the run page links it)."""
     state = await page_token_state(request)
     if state != "ok":
-        detail = "missing bearer token" if state == "missing" else "invalid API token"
+        detail = MISSING_TOKEN if state == "missing" else INVALID_TOKEN
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
     url = request.app.state.settings.resolved_database_url
     exchange = await run_in_threadpool(_llm_exchange, url, run_id, attempt_id)
