@@ -26,6 +26,7 @@ from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
 from marathon.settings import Settings
+from marathon.workers import LLM_CAPABILITY
 from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 
 WORKFLOW_NAME = "OptimizeKernelWorkflow"
@@ -116,14 +117,52 @@ class TemporalGateway:
             return False
         return len(response.pollers) > 0
 
-    async def evaluation_arch(self) -> str:
-        """The first architecture in KNOWN_ARCHS whose evaluation queue has a worker polling;
-        DEFAULT_ARCH when none has (the run then waits for one, as the workflow allows)."""
+    async def _pollers(self, client: Client, queue: str, kind: TaskQueueType.ValueType) -> list[str]:
+        """The identities of the workers polling ``queue`` lately (empty when unknown)."""
+        request = DescribeTaskQueueRequest(
+            namespace=self.settings.temporal_namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
+        )
+        try:
+            response = await client.workflow_service.describe_task_queue(request, timeout=QUERY_TIMEOUT)
+        except RPCError:
+            return []
+        return [poller.identity for poller in response.pollers]
+
+    async def polled_archs(self) -> list[str]:
+        """The architectures in KNOWN_ARCHS whose evaluation queue has a worker polling, in order."""
         client = await self.client()
         prefix = self.settings.gpu_task_queue_prefix
         kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
         polled = await asyncio.gather(*(self._has_poller(client, prefix + arch, kind) for arch in KNOWN_ARCHS))
-        return next((arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy), DEFAULT_ARCH)
+        return [arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy]
+
+    async def evaluation_arch(self, wait_s: float = 0.0) -> Optional[str]:
+        """The first architecture in KNOWN_ARCHS whose evaluation queue has a worker polling,
+        waiting up to ``wait_s`` for one to appear (a stack that has just started); None when
+        none polls by then. A run is never pinned to a guessed architecture."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            archs = await self.polled_archs()
+            if archs:
+                return archs[0]
+            if loop.time() >= deadline:
+                return None
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+
+    async def cpu_workers(self, wait_s: float = 0.0) -> tuple[int, int]:
+        """(CPU workers polling the CPU queue's activities, how many of them offer the LLM
+        proposer), waiting up to ``wait_s`` for a first one to poll."""
+        client = await self.client()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            identities = await self._pollers(
+                client, self.settings.cpu_task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+            )
+            if identities or loop.time() >= deadline:
+                return len(identities), sum(1 for identity in identities if LLM_CAPABILITY in identity.split())
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
 
     async def terminate_quietly(self, run_id: str, reason: str) -> None:
         """Best effort, for a start whose outcome is unknown (it may have reached the server)."""
