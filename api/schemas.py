@@ -121,7 +121,10 @@ class RunPublic(BaseModel):
     distance: float = 1.0
     budget_used: dict[str, float] = Field(default_factory=dict)
     phase: str = ""
-    stop_reason: str = ""
+    stop_reason: str = Field("", description="Why the run ended (for a failed run, the error), or why it is paused")
+    waiting_for: str = Field(
+        "", description="What a live run waits for that no worker provides now (a queue nobody polls); empty if nothing"
+    )
     live: bool = Field(False, description="True when the workflow answered the status query just now")
     created_at: datetime
     updated_at: datetime

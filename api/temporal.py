@@ -36,9 +36,11 @@ UPDATE_TIMEOUT = timedelta(seconds=5)
 
 # Evaluation queues are named after the hardware (``marathon-gpu-sm90``, ``marathon-gpu-cpu`` in
 # CPU mode); a run started without an explicit architecture goes where an evaluator is polling,
-# GPUs first, newest first.
+# GPUs first, newest first. With none polling it is refused (after a short wait), never pinned
+# to a guess: a run on a queue nobody serves would sit until its evaluation wait runs out.
 KNOWN_ARCHS = ("sm120", "sm100", "sm90", "sm89", "sm86", "sm80", "cpu")
-DEFAULT_ARCH = "sm90"
+
+EVALUATE_QUEUE_MEMO = "evaluate_task_queue"
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
@@ -62,6 +64,8 @@ class LiveState:
     stop_reason: Optional[str] = None
     run_status: Optional[RunStatus] = None
     found: bool = True
+    # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
+    waiting_for: str = ""
 
 
 class TemporalGateway:
@@ -101,6 +105,8 @@ class TemporalGateway:
                 id=run.run_id,
                 task_queue=self.settings.cpu_task_queue,
                 search_attributes=search_attributes,
+                # Where its evaluations go, so a read can say when nobody polls there.
+                memo={EVALUATE_QUEUE_MEMO: run.evaluate_task_queue or f"marathon-gpu-{run.gpu_arch}"},
                 static_summary=f"{run.problem}: {run.goal.describe()}",
                 rpc_timeout=RPC_TIMEOUT,
             )
@@ -188,8 +194,15 @@ class TemporalGateway:
             # A query waits for a worker; with none polling it could only time out.
             polled = await self._has_poller(client, description.task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
             run_status = await self._query_status(handle) if polled else None
+            waiting = [] if polled else [
+                f"no CPU worker polls task queue {description.task_queue}: start one (`marathon up`, or "
+                "`marathon worker cpu`)"
+            ]
+            waiting += await self._evaluators_missing(client, description)
             # Without an answer the run is live but running-or-paused is unknown: keep the store's word.
-            return LiveState(status=run_status.status if run_status else None, run_status=run_status)
+            return LiveState(
+                status=run_status.status if run_status else None, run_status=run_status, waiting_for="; ".join(waiting)
+            )
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:
                 result: OptimizeResult = await handle.result(rpc_timeout=RPC_TIMEOUT)
@@ -197,6 +210,22 @@ class TemporalGateway:
                 return LiveState(status="failed", stop_reason=f"the workflow's result could not be read: {error}")
             return LiveState(status=result.status, stop_reason=result.stop_reason)
         return LiveState(status="failed", stop_reason=_CLOSED_AS_FAILED.get(description.status, "the workflow closed"))
+
+    async def _evaluators_missing(self, client: Client, description) -> list[str]:
+        """What to say when nobody polls the run's evaluation queue (from the memo the API set)."""
+        try:
+            queue = (await description.memo()).get(EVALUATE_QUEUE_MEMO)
+        except Exception:
+            return []
+        if not isinstance(queue, str) or not queue:
+            return []
+        if await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+            return []
+        arch = queue.removeprefix(self.settings.gpu_task_queue_prefix)
+        return [
+            f"no evaluation worker polls task queue {queue}: start one on a {arch} machine "
+            "(`marathon worker gpu`); without one the run pauses itself when its evaluation wait runs out"
+        ]
 
     async def _query_status(self, handle) -> Optional[RunStatus]:
         try:

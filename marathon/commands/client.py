@@ -241,7 +241,10 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     if isinstance(used, dict) and used:
         lines.append("  budget used  " + ", ".join(f"{key} {value:g}" if isinstance(value, (int, float)) else f"{key} {value}" for key, value in used.items()))
     if run.get("stop_reason"):
-        lines.append(f"  stop reason  {run['stop_reason']}")
+        label = "failed" if run.get("status") == "failed" else "stop reason"
+        lines.append(f"  {label:12} {run['stop_reason']}")
+    if run.get("waiting_for"):
+        lines.append(f"  waiting for  {run['waiting_for']}")
     for label, key in LINKS:
         if run.get(key):
             lines.append(f"  {label:12} {run[key]}")

@@ -60,3 +60,26 @@ async def test_a_run_without_arch_goes_where_an_evaluator_polls(api):
     response = await api.http.post("/runs", json={"problem": "kda"})
     assert response.status_code == 201, response.text
     assert response.json()["gpu_arch"] == "cpu"
+
+
+async def test_a_run_pinned_to_a_queue_nobody_polls_says_so(api):
+    response = await api.http.post("/runs", json={"problem": "kda", "gpu_arch": "sm90"})
+    assert response.status_code == 201, response.text
+    run = (await api.http.get(f"/runs/{response.json()['id']}")).json()
+    queue = f"{api.settings.gpu_task_queue_prefix}sm90"
+    assert run["status"] == "running"
+    assert run["waiting_for"].startswith(f"no evaluation worker polls task queue {queue}: start one on a sm90 machine")
+
+
+async def test_a_run_on_a_polled_queue_waits_for_nothing(api):
+    response = await api.http.post("/runs", json={"problem": "kda"})
+    run = (await api.http.get(f"/runs/{response.json()['id']}")).json()
+    assert run["waiting_for"] == ""
+
+
+async def test_a_run_without_any_worker_says_both(bare_api):
+    api = bare_api
+    response = await api.http.post("/runs", json={"problem": "kda", "gpu_arch": "cpu"})
+    run = (await api.http.get(f"/runs/{response.json()['id']}")).json()
+    assert f"no CPU worker polls task queue {api.task_queue}" in run["waiting_for"]
+    assert f"no evaluation worker polls task queue {api.settings.gpu_task_queue_prefix}cpu" in run["waiting_for"]
