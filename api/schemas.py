@@ -201,9 +201,17 @@ class ProblemsPublic(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description="'ok' while the API serves (this route is liveness: always 200)")
     database: str
     temporal: str
+    ready: bool = Field(
+        False, description="True when a CPU worker and at least one evaluation worker poll their task queues"
+    )
+    workers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Task queue -> 'polling' or what is missing; the CPU queue always, evaluation queues when polled",
+    )
+    not_ready: list[str] = Field(default_factory=list, description="What is not ready yet, in words")
 
 
 class Message(BaseModel):

@@ -283,6 +283,35 @@ class TemporalGateway:
                 f"Temporal could not run update {name!r} on run {run_id}: {error.message}"
             ) from error
 
+    async def workers(self) -> tuple[dict[str, str], list[str]]:
+        """Which queues have a worker polling (the CPU queue always, evaluation queues when polled)
+        and, in words, what is missing; ({}, [reason]) when Temporal cannot be asked."""
+        try:
+            client = await self.client()
+        except TemporalUnavailable as error:
+            return {}, [str(error)]
+        cpu = self.settings.cpu_task_queue
+        workflow_polled, activity_polled, archs = await asyncio.gather(
+            self._has_poller(client, cpu, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+            self._has_poller(client, cpu, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+            self.polled_archs(),
+        )
+        queues: dict[str, str] = {}
+        missing: list[str] = []
+        if workflow_polled and activity_polled:
+            queues[cpu] = "polling"
+        else:
+            queues[cpu] = "no worker polls yet"
+            missing.append(f"no CPU worker polls task queue {cpu} yet (marathon worker cpu)")
+        for arch in archs:
+            queues[f"{self.settings.gpu_task_queue_prefix}{arch}"] = "polling"
+        if not archs:
+            missing.append(
+                f"no evaluation worker polls any {self.settings.gpu_task_queue_prefix}<arch> task queue yet "
+                "(marathon worker gpu)"
+            )
+        return queues, missing
+
     async def check(self) -> str:
         """'ok' or the reason Temporal is not usable (for the health route)."""
         try:

@@ -4,6 +4,7 @@ never pinned to a guessed architecture)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from temporalio import activity
@@ -83,3 +84,23 @@ async def test_a_run_without_any_worker_says_both(bare_api):
     run = (await api.http.get(f"/runs/{response.json()['id']}")).json()
     assert f"no CPU worker polls task queue {api.task_queue}" in run["waiting_for"]
     assert f"no evaluation worker polls task queue {api.settings.gpu_task_queue_prefix}cpu" in run["waiting_for"]
+
+
+async def test_healthz_says_which_workers_are_not_polling_yet(bare_api):
+    health = (await bare_api.anonymous.get("/healthz")).json()
+    assert health["status"] == "ok" and health["ready"] is False
+    assert health["workers"] == {bare_api.task_queue: "no worker polls yet"}
+    assert any(f"no CPU worker polls task queue {bare_api.task_queue}" in line for line in health["not_ready"])
+    assert any("no evaluation worker polls" in line for line in health["not_ready"])
+
+
+async def test_healthz_is_ready_when_cpu_and_evaluation_workers_poll(api):
+    async with _cpu_worker(api, f"{uuid.uuid4().hex[:6]}@test"):
+        for _ in range(50):
+            health = (await api.anonymous.get("/healthz")).json()
+            if health["ready"]:
+                break
+            await asyncio.sleep(0.2)
+    assert health["ready"] is True and health["not_ready"] == []
+    prefix = api.settings.gpu_task_queue_prefix
+    assert health["workers"] == {api.task_queue: "polling", f"{prefix}cpu": "polling"}
