@@ -125,15 +125,25 @@ def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, l
 def test_unknown_run_and_unknown_problem_show_the_server_message(capsys, home):
     code, out, err = cli(capsys, "show", "no-such-run", *home)
     assert (code, out) == (1, "")
-    assert err.startswith("marathon: GET /runs/no-such-run failed (404): ")
-    assert "no-such-run" in err
+    assert err == "marathon: no run no-such-run; see `marathon runs`\n"
 
     code, _, err = cli(capsys, "run", "no-such-problem", *home)
     assert code == 1
     assert "POST /runs failed (422)" in err and "kda" in err and "mla-decode" in err
 
     code, _, err = cli(capsys, "best", "no-such-run", "-o", "/tmp/never-written.py", *home)
-    assert code == 1 and "(404)" in err
+    assert code == 1 and "no run no-such-run; see `marathon runs`" in err
+
+
+def test_a_mistyped_run_id_gets_a_did_you_mean(capsys, home):
+    run_id, _ = start_run(capsys, home)
+    prefix = run_id[:-4]
+    for command in (("show", prefix), ("watch", prefix), ("pause", prefix), ("hint", prefix, "BT=64")):
+        code, out, err = cli(capsys, *command, *home)
+        assert (code, out) == (1, ""), command
+        assert err.startswith(f"marathon: no run {prefix}; see `marathon runs` (did you mean "), err
+        assert run_id in err
+    cli(capsys, "stop", run_id, *home)
 
 
 def test_best_without_a_best_kernel_yet(capsys, home, tmp_path):
