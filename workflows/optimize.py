@@ -334,7 +334,8 @@ class OptimizeKernelWorkflow:
             message = f"iter {iteration}: the proposer failed: {_failure_message(error)}"
             workflow.logger.warning(message)
             if error.retry_state == RetryState.NON_RETRYABLE_FAILURE and workflow.patched(PROPOSER_FAILS_RUN):
-                self._fatal = message
+                cause = getattr(error.cause, "message", "") or _failure_message(error)
+                self._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
                 return None
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None

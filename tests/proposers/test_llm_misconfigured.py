@@ -72,7 +72,8 @@ async def test_no_llm_endpoint_fails_the_run_with_what_to_set(temporal_env, stor
     with session_scope(store_url) as session:
         run = get_run(session, run_id)
         assert run.status == "failed"
-        assert "MARATHON_LLM_BASE_URL" in run.stop_reason and "the proposer failed" in run.stop_reason
+        assert run.stop_reason.startswith("the llm proposer cannot work (iteration 1): the llm proposer needs an endpoint")
+        assert "MARATHON_LLM_BASE_URL" in run.stop_reason
         assert run.iteration == 0
         assert list_attempts(session, run_id)[1] == 0
 
