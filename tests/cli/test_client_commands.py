@@ -192,3 +192,15 @@ def test_usage_errors_exit_2(capsys, argv):
     code, _, err = cli(capsys, *argv)
     assert code == 2
     assert "usage: marathon" in err
+
+
+def test_an_llm_run_without_an_endpoint_is_refused_with_what_to_set(capsys, home, live_stack):
+    if live_stack.env().get("MARATHON_LLM_BASE_URL"):
+        pytest.skip("this stack's CPU worker has an LLM endpoint")
+    code, out, err = cli(capsys, "run", "kda", "--proposer", "llm", *home)
+    assert (code, out) == (1, "")
+    assert "POST /runs failed (409)" in err and "no endpoint" in err
+    for name in ("MARATHON_LLM_BASE_URL", "MARATHON_LLM_MODEL"):
+        assert name in err
+    code, out, _ = cli(capsys, "runs", *home)
+    assert "llm" not in out  # nothing was started
