@@ -18,6 +18,7 @@ from temporalio.client import (
     Client,
     RPCError,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -209,7 +210,17 @@ class TemporalGateway:
             except Exception as error:
                 return LiveState(status="failed", stop_reason=f"the workflow's result could not be read: {error}")
             return LiveState(status=result.status, stop_reason=result.stop_reason)
-        return LiveState(status="failed", stop_reason=_CLOSED_AS_FAILED.get(description.status, "the workflow closed"))
+        reason = _CLOSED_AS_FAILED.get(description.status, "the workflow closed")
+        if description.status == WorkflowExecutionStatus.FAILED:
+            # The workflow's own failure says why (a proposer that cannot work, bad input).
+            try:
+                await handle.result(rpc_timeout=RPC_TIMEOUT)
+            except WorkflowFailureError as error:
+                cause = getattr(error.cause, "message", "") or str(error.cause or "")
+                reason = f"{reason}: {cause}" if cause else reason
+            except Exception:
+                pass
+        return LiveState(status="failed", stop_reason=reason)
 
     async def _evaluators_missing(self, client: Client, description) -> list[str]:
         """What to say when nobody polls the run's evaluation queue (from the memo the API set)."""

@@ -19,8 +19,13 @@ from typing import Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import RetryState
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError as TemporalTimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    RetryState,
+    TimeoutError as TemporalTimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from workflows import notebook as nb

@@ -69,6 +69,15 @@ async def test_no_llm_endpoint_fails_the_run_with_what_to_set(temporal_env, stor
     run_id, failure = await _run(temporal_env.client, settings, store_url)
     cause = failure.cause
     assert "MARATHON_LLM_BASE_URL" in str(cause), cause
+    # What the API reads from Temporal for a run whose store row lags: failed, with the reason.
+    from api.temporal import TemporalGateway
+
+    async def factory():
+        return temporal_env.client
+
+    live = await TemporalGateway(settings, factory).live_state(run_id)
+    assert live.status == "failed"
+    assert live.stop_reason.startswith("the workflow failed: the llm proposer cannot work (iteration 1)")
     with session_scope(store_url) as session:
         run = get_run(session, run_id)
         assert run.status == "failed"
