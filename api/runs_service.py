@@ -118,6 +118,7 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         updated_at=_aware(run.updated_at),
         run_page_url=run_page_url(settings, run.id),
         temporal_url=temporal_url,
+        waiting_for=live.waiting_for if live else "",
     )
     status = live.run_status if live else None
     if status is not None:

@@ -25,8 +25,24 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
+    """Show the shorthand keys the validator accepts (``{"speedup": 2.0}``) in the OpenAPI schema."""
+    properties = schema.setdefault("properties", {})
+    for name in OBJECTIVES:
+        properties[name] = {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "title": name.capitalize(),
+            "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
+            "(not together with objective or target)",
+        }
+    schema["examples"] = [{"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}]
+
+
 class GoalIn(Strict):
     """A goal. ``{"speedup": 2.0}`` is short for ``{"objective": "speedup", "target": 2.0}``."""
+
+    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
 
     objective: str = Field(Goal.objective, json_schema_extra=OBJECTIVE_SCHEMA)
     target: float = Field(Goal.target, json_schema_extra=TARGET_SCHEMA)
@@ -49,7 +65,10 @@ class GoalIn(Strict):
 
 
 class GoalUpdate(Strict):
-    """A change of goal; fields left out keep their current value."""
+    """A change of goal; fields left out keep their current value. ``{"speedup": 2.5}`` is short
+    for ``{"objective": "speedup", "target": 2.5}``."""
+
+    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
 
     objective: Optional[str] = Field(None, json_schema_extra={"enum": [*OBJECTIVES, None]})
     target: Optional[float] = Field(None, json_schema_extra=TARGET_SCHEMA)
@@ -85,6 +104,21 @@ class ProposerIn(Strict):
 
 
 class RunCreate(Strict):
+    """A run to start; all but ``problem`` are optional."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "problem": "kda",
+                    "goal": {"speedup": 2.0},
+                    "budget": {"iterations": 200, "hours": 24},
+                    "proposer": {"kind": "search"},
+                    "candidates_per_iteration": 4,
+                }
+            ]
+        }
+    )
     problem: str = Field(min_length=1, max_length=200, examples=["kda"], json_schema_extra={"enum": problem_names()})
     goal: GoalIn = Field(default_factory=GoalIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
@@ -121,7 +155,10 @@ class RunPublic(BaseModel):
     distance: float = 1.0
     budget_used: dict[str, float] = Field(default_factory=dict)
     phase: str = ""
-    stop_reason: str = ""
+    stop_reason: str = Field("", description="Why the run ended (for a failed run, the error), or why it is paused")
+    waiting_for: str = Field(
+        "", description="What a live run waits for that no worker provides now (a queue nobody polls); empty if nothing"
+    )
     live: bool = Field(False, description="True when the workflow answered the status query just now")
     candidates: list[dict[str, Any]] = Field(
         default_factory=list,
@@ -257,9 +294,17 @@ class ProblemsPublic(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str = Field(description="'ok' while the API serves (this route is liveness: always 200)")
     database: str
     temporal: str
+    ready: bool = Field(
+        False, description="True when a CPU worker and at least one evaluation worker poll their task queues"
+    )
+    workers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Task queue -> 'polling' or what is missing; the CPU queue always, evaluation queues when polled",
+    )
+    not_ready: list[str] = Field(default_factory=list, description="What is not ready yet, in words")
 
 
 class Message(BaseModel):

@@ -18,6 +18,7 @@ from temporalio.client import (
     Client,
     RPCError,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -26,6 +27,7 @@ from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
 from marathon.settings import Settings
+from marathon.workers import LLM_CAPABILITY
 from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 
 WORKFLOW_NAME = "OptimizeKernelWorkflow"
@@ -35,9 +37,11 @@ UPDATE_TIMEOUT = timedelta(seconds=5)
 
 # Evaluation queues are named after the hardware (``marathon-gpu-sm90``, ``marathon-gpu-cpu`` in
 # CPU mode); a run started without an explicit architecture goes where an evaluator is polling,
-# GPUs first, newest first.
+# GPUs first, newest first. With none polling it is refused (after a short wait), never pinned
+# to a guess: a run on a queue nobody serves would sit until its evaluation wait runs out.
 KNOWN_ARCHS = ("sm120", "sm100", "sm90", "sm89", "sm86", "sm80", "cpu")
-DEFAULT_ARCH = "sm90"
+
+EVALUATE_QUEUE_MEMO = "evaluate_task_queue"
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
@@ -92,6 +96,8 @@ def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
         queue = info.activity_options.task_queue.name if info.HasField("activity_options") else ""
         out.append(PendingEvaluation(order, started, info.attempt, max(0.0, (now - since).total_seconds()), queue))
     return sorted(out, key=lambda item: item.order)
+    # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
+    waiting_for: str = ""
 
 
 class TemporalGateway:
@@ -131,6 +137,8 @@ class TemporalGateway:
                 id=run.run_id,
                 task_queue=self.settings.cpu_task_queue,
                 search_attributes=search_attributes,
+                # Where its evaluations go, so a read can say when nobody polls there.
+                memo={EVALUATE_QUEUE_MEMO: run.evaluate_task_queue or f"marathon-gpu-{run.gpu_arch}"},
                 static_summary=f"{run.problem}: {run.goal.describe()}",
                 rpc_timeout=RPC_TIMEOUT,
             )
@@ -147,14 +155,52 @@ class TemporalGateway:
             return False
         return len(response.pollers) > 0
 
-    async def evaluation_arch(self) -> str:
-        """The first architecture in KNOWN_ARCHS whose evaluation queue has a worker polling;
-        DEFAULT_ARCH when none has (the run then waits for one, as the workflow allows)."""
+    async def _pollers(self, client: Client, queue: str, kind: TaskQueueType.ValueType) -> list[str]:
+        """The identities of the workers polling ``queue`` lately (empty when unknown)."""
+        request = DescribeTaskQueueRequest(
+            namespace=self.settings.temporal_namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
+        )
+        try:
+            response = await client.workflow_service.describe_task_queue(request, timeout=QUERY_TIMEOUT)
+        except RPCError:
+            return []
+        return [poller.identity for poller in response.pollers]
+
+    async def polled_archs(self) -> list[str]:
+        """The architectures in KNOWN_ARCHS whose evaluation queue has a worker polling, in order."""
         client = await self.client()
         prefix = self.settings.gpu_task_queue_prefix
         kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
         polled = await asyncio.gather(*(self._has_poller(client, prefix + arch, kind) for arch in KNOWN_ARCHS))
-        return next((arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy), DEFAULT_ARCH)
+        return [arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy]
+
+    async def evaluation_arch(self, wait_s: float = 0.0) -> Optional[str]:
+        """The first architecture in KNOWN_ARCHS whose evaluation queue has a worker polling,
+        waiting up to ``wait_s`` for one to appear (a stack that has just started); None when
+        none polls by then. A run is never pinned to a guessed architecture."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            archs = await self.polled_archs()
+            if archs:
+                return archs[0]
+            if loop.time() >= deadline:
+                return None
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+
+    async def cpu_workers(self, wait_s: float = 0.0) -> tuple[int, int]:
+        """(CPU workers polling the CPU queue's activities, how many of them offer the LLM
+        proposer), waiting up to ``wait_s`` for a first one to poll."""
+        client = await self.client()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            identities = await self._pollers(
+                client, self.settings.cpu_task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+            )
+            if identities or loop.time() >= deadline:
+                return len(identities), sum(1 for identity in identities if LLM_CAPABILITY in identity.split())
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
 
     async def terminate_quietly(self, run_id: str, reason: str) -> None:
         """Best effort, for a start whose outcome is unknown (it may have reached the server)."""
@@ -181,17 +227,23 @@ class TemporalGateway:
             polled = await self._has_poller(client, description.task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
             run_status = await self._query_status(handle) if polled else None
             evaluations = pending_evaluations(description, datetime.now(timezone.utc))
-            waiting = [e for e in evaluations if not e.started]
-            queue = (run_status.evaluate_queue if run_status else "") or (waiting[0].task_queue if waiting else "")
+            unstarted = [e for e in evaluations if not e.started]
+            queue = (run_status.evaluate_queue if run_status else "") or (unstarted[0].task_queue if unstarted else "")
             evaluation_polled = None
-            if waiting and queue:
+            if unstarted and queue:
                 evaluation_polled = await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+            waiting = [] if polled else [
+                f"no CPU worker polls task queue {description.task_queue}: start one (`marathon up`, or "
+                "`marathon worker cpu`)"
+            ]
+            waiting += await self._evaluators_missing(client, description)
             # Without an answer the run is live but running-or-paused is unknown: keep the store's word.
             return LiveState(
                 status=run_status.status if run_status else None,
                 run_status=run_status,
                 evaluations=evaluations,
                 evaluation_polled=evaluation_polled,
+                waiting_for="; ".join(waiting),
             )
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:
@@ -199,7 +251,33 @@ class TemporalGateway:
             except Exception as error:
                 return LiveState(status="failed", stop_reason=f"the workflow's result could not be read: {error}")
             return LiveState(status=result.status, stop_reason=result.stop_reason)
-        return LiveState(status="failed", stop_reason=_CLOSED_AS_FAILED.get(description.status, "the workflow closed"))
+        reason = _CLOSED_AS_FAILED.get(description.status, "the workflow closed")
+        if description.status == WorkflowExecutionStatus.FAILED:
+            # The workflow's own failure says why (a proposer that cannot work, bad input).
+            try:
+                await handle.result(rpc_timeout=RPC_TIMEOUT)
+            except WorkflowFailureError as error:
+                cause = getattr(error.cause, "message", "") or str(error.cause or "")
+                reason = f"{reason}: {cause}" if cause else reason
+            except Exception:
+                pass
+        return LiveState(status="failed", stop_reason=reason)
+
+    async def _evaluators_missing(self, client: Client, description) -> list[str]:
+        """What to say when nobody polls the run's evaluation queue (from the memo the API set)."""
+        try:
+            queue = (await description.memo()).get(EVALUATE_QUEUE_MEMO)
+        except Exception:
+            return []
+        if not isinstance(queue, str) or not queue:
+            return []
+        if await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+            return []
+        arch = queue.removeprefix(self.settings.gpu_task_queue_prefix)
+        return [
+            f"no evaluation worker polls task queue {queue}: start one on a {arch} machine "
+            "(`marathon worker gpu`); without one the run pauses itself when its evaluation wait runs out"
+        ]
 
     async def _query_status(self, handle) -> Optional[RunStatus]:
         try:
@@ -256,6 +334,35 @@ class TemporalGateway:
             raise TemporalUnavailable(
                 f"Temporal could not run update {name!r} on run {run_id}: {error.message}"
             ) from error
+
+    async def workers(self) -> tuple[dict[str, str], list[str]]:
+        """Which queues have a worker polling (the CPU queue always, evaluation queues when polled)
+        and, in words, what is missing; ({}, [reason]) when Temporal cannot be asked."""
+        try:
+            client = await self.client()
+        except TemporalUnavailable as error:
+            return {}, [str(error)]
+        cpu = self.settings.cpu_task_queue
+        workflow_polled, activity_polled, archs = await asyncio.gather(
+            self._has_poller(client, cpu, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+            self._has_poller(client, cpu, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+            self.polled_archs(),
+        )
+        queues: dict[str, str] = {}
+        missing: list[str] = []
+        if workflow_polled and activity_polled:
+            queues[cpu] = "polling"
+        else:
+            queues[cpu] = "no worker polls yet"
+            missing.append(f"no CPU worker polls task queue {cpu} yet (marathon worker cpu)")
+        for arch in archs:
+            queues[f"{self.settings.gpu_task_queue_prefix}{arch}"] = "polling"
+        if not archs:
+            missing.append(
+                f"no evaluation worker polls any {self.settings.gpu_task_queue_prefix}<arch> task queue yet "
+                "(marathon worker gpu)"
+            )
+        return queues, missing
 
     async def check(self) -> str:
         """'ok' or the reason Temporal is not usable (for the health route)."""

@@ -470,6 +470,7 @@ class DevStack:
         self.children: list[Child] = []
         self.stopping = threading.Event()
         self.gpus: list[str] = []
+        self.not_polling: list[str] = []
         self._lock_handle: Optional[TextIO] = None
 
     def _handle_signal(self, signum, _frame) -> None:
@@ -552,7 +553,8 @@ class DevStack:
         from marathon.settings import get_settings
 
         settings = get_settings()
-        queues = [(settings.cpu_task_queue, "workflow")]
+        # The CPU worker serves the workflows and the propose/record activities on one queue.
+        queues = [(settings.cpu_task_queue, "workflow"), (settings.cpu_task_queue, "activity")]
         if not self.gpus:
             queues.append((f"{settings.gpu_task_queue_prefix}cpu", "activity"))
         else:
@@ -578,7 +580,7 @@ class DevStack:
         async def waiting_for() -> list[str]:
             client = await Client.connect(self.config.temporal_address, namespace=self.config.namespace)
             deadline = time.monotonic() + READY_TIMEOUT_S
-            missing = [queue for queue, _ in queues]
+            missing = [f"{queue} ({kind})" for queue, kind in queues]
             while time.monotonic() < deadline and not self.stopping.is_set():
                 missing = []
                 for queue, kind in queues:
@@ -589,7 +591,7 @@ class DevStack:
                     )
                     response = await client.workflow_service.describe_task_queue(request)
                     if not response.pollers:
-                        missing.append(queue)
+                        missing.append(f"{queue} ({kind})")
                 if not missing:
                     return []
                 await asyncio.sleep(0.5)
@@ -598,9 +600,10 @@ class DevStack:
         missing = asyncio.run(waiting_for())
         if self.stopping.is_set():
             raise StackError("interrupted while waiting for the workers")
+        self.not_polling = missing
         if missing:
             log.warning(
-                "no worker polls %s after %.0f s: runs will wait for it (see %s)",
+                "no worker polls %s after %.0f s: not ready; runs cannot be served until one does (see %s)",
                 ", ".join(missing), READY_TIMEOUT_S, self.config.log_dir,
             )
 
@@ -651,9 +654,18 @@ class DevStack:
         exposed = []
         if c.api_host not in ("127.0.0.1", "localhost", "::1"):
             exposed = [f"  WARNING      the API listens on {c.api_host}, beyond this machine: serve it behind TLS"]
+        # "up" only when every worker started polls its queue (_wait_for_pollers); else say what is missing.
+        not_polling = self.not_polling
+        if not_polling:
+            title = [
+                f"Marathon started but is NOT READY (home {c.home}): no worker polls {', '.join(not_polling)} "
+                f"after {READY_TIMEOUT_S:.0f} s; see {c.log_dir} and {c.api_url}/healthz",
+            ]
+        else:
+            title = [f"Marathon is up (home {c.home}): every worker polls its task queue"]
         return "\n".join(
             [
-                f"Marathon is up (home {c.home})",
+                *title,
                 *exposed,
                 f"  API          {c.api_url}   (OpenAPI docs: {c.api_url}/docs)",
                 f"  Temporal UI  {c.ui_url}/namespaces/{c.namespace}/workflows",

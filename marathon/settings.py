@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     api_port: int = 8000
     public_url: str | None = None
     max_body_bytes: int = 1_000_000
+    # How long POST /runs waits for the workers a run needs to poll before refusing it (a script
+    # that posts right after `marathon up`); a run is never pinned to a guessed evaluation queue.
+    worker_wait_s: float = 15.0
 
     llm_base_url: str | None = None
     llm_model: str = "gpt-4o-mini"

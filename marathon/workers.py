@@ -10,6 +10,7 @@ or run as processes (``marathon worker cpu|gpu``).
 from __future__ import annotations
 
 import os
+import socket
 from datetime import timedelta
 from typing import Any, Callable, Optional, Sequence
 
@@ -25,6 +26,17 @@ GPU_GRACEFUL_SHUTDOWN = timedelta(minutes=20)
 CPU_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # Our workflow-side modules are pure and deterministic: import them once, not per run.
 PASSTHROUGH_MODULES = ("workflows.types", "workflows.notebook", "workflows.search_attributes")
+
+
+# What a CPU worker can do beyond the search proposer, advertised in its poller identity so the
+# API can see it with DescribeTaskQueue (api/temporal.py) before it starts a run that needs it.
+LLM_CAPABILITY = "+llm"
+
+
+def cpu_identity(settings: Settings) -> str:
+    """``pid@host``, plus ``+llm`` when this worker has an LLM endpoint (MARATHON_LLM_BASE_URL)."""
+    identity = f"{os.getpid()}@{socket.gethostname()}"
+    return f"{identity} {LLM_CAPABILITY}" if settings.llm_base_url else identity
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -87,6 +99,7 @@ def build_cpu_worker(
 ) -> Worker:
     """The workflow worker on ``task_queue`` (default: the settings' CPU queue). ``activities``
     replaces the real ones (tests register fakes under the same names)."""
+    worker_options.setdefault("identity", cpu_identity(settings))
     return Worker(
         client,
         task_queue=task_queue or settings.cpu_task_queue,

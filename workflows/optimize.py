@@ -19,7 +19,13 @@ from typing import Optional
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError as TemporalTimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    RetryState,
+    TimeoutError as TemporalTimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
     from workflows import notebook as nb
@@ -75,6 +81,10 @@ STORE_RETRY = RetryPolicy(
 )
 COMPACT_TIMEOUT = timedelta(minutes=5)
 COMPACT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=BAD_INPUT_ERRORS)
+# A proposer that fails without retry (no LLM endpoint configured, a request the endpoint rejects)
+# cannot work on the next iteration either: the run ends ``failed`` with the reason. Runs whose
+# history predates this rule replay as they ran (they skipped the iteration).
+PROPOSER_FAILS_RUN = "proposer-failure-fails-run"
 
 
 def _no_worker(error: BaseException) -> bool:
@@ -125,6 +135,7 @@ class OptimizeKernelWorkflow:
         self._last_statuses: list[str] = []
         self._candidates: list[CandidateState] = []
         self._candidates_iteration = 0
+        self._fatal = ""
 
     # ---- steering -----------------------------------------------------------------------
 
@@ -218,6 +229,8 @@ class OptimizeKernelWorkflow:
         while True:
             if self._store_dirty:
                 await self._sync_store()
+            if self._fatal:
+                return await self._fail(self._fatal)
             reason = self._stop_reason_now()
             if reason:
                 break
@@ -264,9 +277,20 @@ class OptimizeKernelWorkflow:
             best=state.best,
         )
 
+    async def _fail(self, reason: str) -> OptimizeResult:
+        """End the run as ``failed``: the store, the search attributes and Temporal all say so."""
+        self._stop_reason = reason
+        self._status, self._phase = "failed", "done"
+        self._publish()
+        await self._sync_store(stop_reason=reason)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        raise ApplicationError(reason, type="RunFailed", non_retryable=True)
+
     async def _iterate(self, iteration: int) -> None:
         state, inp = self._state, self._input
         proposal = await self._propose(iteration)
+        if proposal is None and self._fatal:
+            return  # not counted: the run ends failed
         if proposal is None:
             state.iteration = iteration
             return
@@ -324,6 +348,10 @@ class OptimizeKernelWorkflow:
         except ActivityError as error:
             message = f"iter {iteration}: the proposer failed: {_failure_message(error)}"
             workflow.logger.warning(message)
+            if error.retry_state == RetryState.NON_RETRYABLE_FAILURE and workflow.patched(PROPOSER_FAILS_RUN):
+                cause = getattr(error.cause, "message", "") or _failure_message(error)
+                self._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
+                return None
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None
         state.tokens += result.tokens_used

@@ -24,6 +24,18 @@ def _database_state(url: str) -> str:
 
 @router.get("/healthz", response_model=Health)
 async def read_health(settings: SettingsDep, temporal: TemporalDep) -> Health:
-    """200 while the API serves; the body says whether the database and Temporal answer."""
+    """200 while the API serves; the body says whether the database and Temporal answer, which
+    task queues have a worker polling, and ``ready`` once runs can start and be served."""
     database = await run_in_threadpool(_database_state, settings.resolved_database_url)
-    return Health(status="ok", database=database, temporal=await temporal.check())
+    temporal_state = await temporal.check()
+    workers, missing = await temporal.workers() if temporal_state == "ok" else ({}, [f"Temporal {temporal_state}"])
+    if database != "ok":
+        missing.insert(0, f"the database is {database}")
+    return Health(
+        status="ok",
+        database=database,
+        temporal=temporal_state,
+        ready=not missing,
+        workers=workers,
+        not_ready=missing,
+    )

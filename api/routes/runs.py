@@ -46,9 +46,9 @@ ERRORS = {
     400: {"model": Message, "description": "The body is not UTF-8 JSON"},
     401: {"model": Message, "description": "Missing or invalid token"},
     404: {"model": Message, "description": "Unknown run"},
-    409: {"model": Message, "description": "The run has finished"},
+    409: {"model": Message, "description": "The run has finished, or the proposer it asks for has no endpoint"},
     413: {"model": Message, "description": "Request body too large"},
-    503: {"model": Message, "description": "Temporal is not reachable"},
+    503: {"model": Message, "description": "Temporal is not reachable, or no evaluation worker polls"},
 }
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=ERRORS)
@@ -94,11 +94,46 @@ def _search_attributes(run: OptimizeInput) -> TypedSearchAttributes:
     )
 
 
-async def _evaluation_arch(temporal) -> str:
+async def _evaluation_arch(temporal, settings) -> str:
     try:
-        return await temporal.evaluation_arch()
+        arch = await temporal.evaluation_arch(settings.worker_wait_s)
     except TemporalUnavailable as error:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+    if arch is None:
+        queues = f"{settings.gpu_task_queue_prefix}<arch>"
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"run not started: no evaluation worker polls any {queues} task queue "
+            f"(waited {settings.worker_wait_s:g} s). Start one (`marathon up` starts one per GPU, or a "
+            "CPU-mode one without a GPU; elsewhere `marathon worker gpu`), or give gpu_arch (e.g. \"sm90\") "
+            "to queue the run for workers that will come",
+        )
+    return arch
+
+
+async def _check_proposer(temporal, settings, proposer) -> None:
+    """Refuse an LLM run no CPU worker can serve: none polling has an endpoint configured."""
+    if proposer.kind != "llm" or proposer.base_url:
+        return
+    try:
+        polling, offering = await temporal.cpu_workers(settings.worker_wait_s)
+    except TemporalUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+    if offering:
+        return
+    queue = settings.cpu_task_queue
+    who = (
+        f"none of the {polling} CPU worker(s) polling task queue {queue} has an LLM endpoint"
+        if polling
+        else f"no CPU worker polls task queue {queue}"
+    )
+    raise HTTPException(
+        status.HTTP_409_CONFLICT,
+        f"run not started: the llm proposer has no endpoint: {who}. Set MARATHON_LLM_BASE_URL "
+        "(e.g. http://my-vllm:8000/v1), MARATHON_LLM_MODEL and, if the endpoint needs one, "
+        "MARATHON_LLM_API_KEY in the CPU worker's environment (for `marathon up`, in its environment) "
+        "and restart it; or give proposer.base_url in the request",
+    )
 
 
 def _insert_run(url: str, run: OptimizeInput) -> None:
@@ -130,7 +165,8 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
     if errors:
         raise RequestValidationError(errors)
-    arch = body.gpu_arch or await _evaluation_arch(temporal)
+    await _check_proposer(temporal, settings, proposer)
+    arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
     run = OptimizeInput(
         run_id=service.new_run_id(body.problem),
         problem=body.problem,

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from marathon.progress import candidates_line, duration, elapsed_s, time_line
 
 FINISHED = ("completed", "stopped", "failed")
+ID_HELP = "the run's id, as `marathon run` printed it and `marathon runs` lists it (e.g. kda-1f3c2b9a0d4e)"
 LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
 
@@ -47,39 +48,43 @@ def register(subparsers) -> None:
 
     runs = subparsers.add_parser("runs", parents=[common], help="list runs")
     runs.add_argument("--status", default=None, help="running, paused, completed, stopped or failed")
-    runs.add_argument("--problem", default=None)
-    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--problem", default=None, help="only runs of this problem, e.g. kda")
+    runs.add_argument("--limit", type=int, default=50, help="at most this many runs, newest first (default 50)")
     runs.set_defaults(handler=runs_command)
 
     show = subparsers.add_parser("show", parents=[common], help="show one run")
-    show.add_argument("id")
+    show.add_argument("id", help=ID_HELP)
     show.add_argument("--json", action="store_true", help="print the API's JSON")
     show.set_defaults(handler=show_command)
 
     watch = subparsers.add_parser("watch", parents=[common], help="follow a run's progress until it ends")
-    watch.add_argument("id")
+    watch.add_argument("id", help=ID_HELP)
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
     watch.set_defaults(handler=watch_command)
 
     best = subparsers.add_parser("best", parents=[common], help="download a run's best kernel")
-    best.add_argument("id")
-    best.add_argument("-o", "--output", type=Path, required=True, help="file to write the kernel source to")
+    best.add_argument("id", help=ID_HELP)
+    best.add_argument(
+        "-o", "--output", type=Path, required=True, help="file to write the kernel source to; - for standard output"
+    )
     best.set_defaults(handler=best_command)
 
     for action, text in (("pause", "pause a run"), ("resume", "resume a paused run"), ("stop", "stop a run")):
         parser = subparsers.add_parser(action, parents=[common], help=text)
-        parser.add_argument("id")
+        parser.add_argument("id", help=ID_HELP)
         parser.set_defaults(handler=action_command, action=action)
 
     goal = subparsers.add_parser("goal", parents=[common], help="change a running run's goal")
-    goal.add_argument("id")
-    goal.add_argument("target", type=float)
-    goal.add_argument("--objective", choices=("speedup", "roofline"), default=None)
+    goal.add_argument("id", help=ID_HELP)
+    goal.add_argument("target", type=float, help="the new target: a speedup (2.5 for 2.5x) or a roofline fraction (0.6)")
+    goal.add_argument(
+        "--objective", choices=("speedup", "roofline"), default=None, help="what the target measures (default: keep the run's)"
+    )
     goal.set_defaults(handler=goal_command)
 
     hint = subparsers.add_parser("hint", parents=[common], help="give a running run a hint for its proposer")
-    hint.add_argument("id")
-    hint.add_argument("text")
+    hint.add_argument("id", help=ID_HELP)
+    hint.add_argument("text", help="the hint, in quotes; it goes into the run's notebook for the proposer")
     hint.set_defaults(handler=hint_command)
 
 
@@ -121,7 +126,13 @@ def _calling(function):
 
         try:
             with connect(args) as client:
-                return function(client, args)
+                try:
+                    return function(client, args)
+                except ApiError as error:
+                    unknown = unknown_run_message(client, args, error)
+                    if unknown is None:
+                        raise
+                    return fail(unknown)
         except ApiError as error:
             return fail(str(error))
         except KeyboardInterrupt:
@@ -135,6 +146,25 @@ def _calling(function):
     handler.__name__ = function.__name__
     handler.__doc__ = function.__doc__
     return handler
+
+
+def unknown_run_message(client, args: argparse.Namespace, error) -> Optional[str]:
+    """For a 404 on an unknown run id: say so, point at `marathon runs`, and suggest the known
+    ids that start with what was typed. None for any other error."""
+    from marathon.client import ApiError
+
+    run_id = getattr(args, "id", None)
+    if not run_id or error.status != 404 or not str(error).endswith(f"run {run_id} not found"):
+        return None
+    message = f"no run {run_id}; see `marathon runs`"
+    try:
+        known = [run.get("id", "") for run in client.list_runs(limit=1000).get("data", [])]
+    except ApiError:
+        return message
+    close = [known_id for known_id in known if known_id.startswith(run_id)][:3]
+    if close:
+        message += " (did you mean " + " or ".join(close) + "?)"
+    return message
 
 
 def format_speedup(value: Optional[float], timing_kind: Optional[str] = None) -> str:
@@ -255,8 +285,10 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     if run.get("waiting_for_worker"):
         lines.append(f"  WAITING      {run['waiting_for_worker']}")
     if run.get("stop_reason"):
-        label = "paused" if run.get("status") == "paused" else "stop reason"
+        label = {"paused": "paused", "failed": "failed"}.get(run.get("status"), "stop reason")
         lines.append(f"  {label:12} {run['stop_reason']}")
+    if run.get("waiting_for"):
+        lines.append(f"  waiting for  {run['waiting_for']}")
     for label, key in LINKS:
         if run.get(key):
             lines.append(f"  {label:12} {run[key]}")
@@ -385,14 +417,23 @@ def best_command(client, args: argparse.Namespace) -> int:
     source = best.get("source") or ""
     if not source:
         return fail(f"run {args.id} returned an empty best kernel")
-    if args.output.parent and not args.output.parent.exists():
-        return fail(f"cannot write {args.output}: the directory {args.output.parent} does not exist")
-    args.output.write_text(source)
     attempt = best.get("attempt") or {}
-    print(f"wrote the best kernel of run {args.id} to {args.output}")
+    if str(args.output) == "-":
+        # The source alone on stdout (for a pipe); what it is goes to stderr.
+        sys.stdout.write(source)
+        sys.stdout.flush()
+        report = sys.stderr
+        print(f"the best kernel of run {args.id}", file=report)
+    else:
+        if args.output.parent and not args.output.parent.exists():
+            return fail(f"cannot write {args.output}: the directory {args.output.parent} does not exist")
+        args.output.write_text(source)
+        report = sys.stdout
+        print(f"wrote the best kernel of run {args.id} to {args.output}", file=report)
     print(
         f"  iteration {attempt.get('iteration')}, candidate {attempt.get('index')}: judge status "
-        f"{attempt.get('status')}, speedup {format_speedup(attempt.get('speedup'), attempt.get('timing_kind'))}"
+        f"{attempt.get('status')}, speedup {format_speedup(attempt.get('speedup'), attempt.get('timing_kind'))}",
+        file=report,
     )
     return 0
 

@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 import uvicorn
 from standin_workflow import StandInOptimizeWorkflow
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -96,6 +97,7 @@ async def bare_api(database_url, temporal_env, tmp_path):
         gpu_task_queue_prefix=f"{task_queue}-eval-",
         temporal_ui_url=UI_URL,
         max_body_bytes=20_000,
+        worker_wait_s=1.0,
     )
 
     async def client_factory() -> Client:
@@ -114,16 +116,27 @@ async def bare_api(database_url, temporal_env, tmp_path):
     await task
 
 
+@activity.defn(name="standin_evaluate")
+async def standin_evaluate() -> None:
+    """Never called: it makes the stand-in evaluator poll its queue, as a real one does."""
+
+
 @pytest_asyncio.fixture
 async def api(bare_api):
-    """The API with the stand-in workflow served on its task queue."""
+    """The API with the stand-in workflow served on its task queue, and a CPU-mode evaluation
+    queue polled (runs without gpu_arch go there)."""
     worker = Worker(
         bare_api.client,
         task_queue=bare_api.task_queue,
         workflows=[StandInOptimizeWorkflow],
         workflow_runner=UnsandboxedWorkflowRunner(),
     )
-    async with worker:
+    evaluator = Worker(
+        bare_api.client,
+        task_queue=f"{bare_api.settings.gpu_task_queue_prefix}cpu",
+        activities=[standin_evaluate],
+    )
+    async with worker, evaluator:
         yield bare_api
 
 

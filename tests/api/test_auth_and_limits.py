@@ -140,7 +140,10 @@ async def test_actions_need_a_token_too(api):
 async def test_health_needs_no_token_and_reports_dependencies(api):
     response = await api.anonymous.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "temporal": "ok"}
+    health = response.json()
+    assert {key: health[key] for key in ("status", "database", "temporal")} == {
+        "status": "ok", "database": "ok", "temporal": "ok"
+    }
 
 
 async def test_tokens_are_hashed_at_rest(api):

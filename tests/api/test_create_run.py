@@ -123,7 +123,8 @@ async def test_a_refused_start_removes_the_row(api, temporal_env, extra_api):
         )
 
     http = await extra_api(settings, factory)
-    response = await http.post("/runs", json={"problem": "kda"})
+    # gpu_arch given: nothing polls in that namespace, and the start itself must be refused.
+    response = await http.post("/runs", json={"problem": "kda", "gpu_arch": "cpu"})
     listed = (await http.get("/runs")).json()
     assert response.status_code == 503
     assert response.json()["detail"].startswith("run not started: Temporal refused to start the workflow: ")

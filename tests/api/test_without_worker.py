@@ -6,7 +6,7 @@ from __future__ import annotations
 
 async def test_reads_signals_and_updates_without_a_worker(bare_api):
     api = bare_api
-    response = await api.http.post("/runs", json={"problem": "kda"})
+    response = await api.http.post("/runs", json={"problem": "kda", "gpu_arch": "sm90"})
     assert response.status_code == 201, response.text
     run_id = response.json()["id"]
 

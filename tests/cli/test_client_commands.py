@@ -125,15 +125,25 @@ def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, l
 def test_unknown_run_and_unknown_problem_show_the_server_message(capsys, home):
     code, out, err = cli(capsys, "show", "no-such-run", *home)
     assert (code, out) == (1, "")
-    assert err.startswith("marathon: GET /runs/no-such-run failed (404): ")
-    assert "no-such-run" in err
+    assert err == "marathon: no run no-such-run; see `marathon runs`\n"
 
     code, _, err = cli(capsys, "run", "no-such-problem", *home)
     assert code == 1
     assert "POST /runs failed (422)" in err and "kda" in err and "mla-decode" in err
 
     code, _, err = cli(capsys, "best", "no-such-run", "-o", "/tmp/never-written.py", *home)
-    assert code == 1 and "(404)" in err
+    assert code == 1 and "no run no-such-run; see `marathon runs`" in err
+
+
+def test_a_mistyped_run_id_gets_a_did_you_mean(capsys, home):
+    run_id, _ = start_run(capsys, home)
+    prefix = run_id[:-4]
+    for command in (("show", prefix), ("watch", prefix), ("pause", prefix), ("hint", prefix, "BT=64")):
+        code, out, err = cli(capsys, *command, *home)
+        assert (code, out) == (1, ""), command
+        assert err.startswith(f"marathon: no run {prefix}; see `marathon runs` (did you mean "), err
+        assert run_id in err
+    cli(capsys, "stop", run_id, *home)
 
 
 def test_best_without_a_best_kernel_yet(capsys, home, tmp_path):
@@ -182,3 +192,15 @@ def test_usage_errors_exit_2(capsys, argv):
     code, _, err = cli(capsys, *argv)
     assert code == 2
     assert "usage: marathon" in err
+
+
+def test_an_llm_run_without_an_endpoint_is_refused_with_what_to_set(capsys, home, live_stack):
+    if live_stack.env().get("MARATHON_LLM_BASE_URL"):
+        pytest.skip("this stack's CPU worker has an LLM endpoint")
+    code, out, err = cli(capsys, "run", "kda", "--proposer", "llm", *home)
+    assert (code, out) == (1, "")
+    assert "POST /runs failed (409)" in err and "no endpoint" in err
+    for name in ("MARATHON_LLM_BASE_URL", "MARATHON_LLM_MODEL"):
+        assert name in err
+    code, out, _ = cli(capsys, "runs", *home)
+    assert "llm" not in out  # nothing was started

@@ -202,3 +202,16 @@ def test_a_gpu_worker_started_by_hand_drops_its_secrets(tmp_path):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_the_banner_says_up_only_when_every_worker_polls(tmp_path):
+    import io
+
+    from marathon.devstack import DevStack
+
+    stack = DevStack(StackConfig(home=tmp_path), out=io.StringIO())
+    assert stack.banner(None).startswith(f"Marathon is up (home {tmp_path}): every worker polls its task queue")
+    stack.not_polling = ["marathon-gpu-cpu (activity)"]
+    title = stack.banner(None).splitlines()[0]
+    assert title.startswith(f"Marathon started but is NOT READY (home {tmp_path}): no worker polls marathon-gpu-cpu")
+    assert "/healthz" in title and "Marathon is up" not in stack.banner(None)

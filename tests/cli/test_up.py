@@ -29,6 +29,13 @@ def test_banner_says_where_everything_is(live_stack):
     assert f"{live_stack.api_url}/runs/<run id>/page" in banner
     assert token in banner
     assert banner.count(token) == 1
+    assert "every worker polls its task queue" in banner and "NOT READY" not in banner
+
+
+def test_up_means_every_worker_polls_and_a_run_can_start_at_once(live_stack):
+    health = httpx.get(f"{live_stack.api_url}/healthz", timeout=10).json()
+    assert health["ready"] is True, health
+    assert health["workers"] == {"marathon-cpu": "polling", "marathon-gpu-cpu": "polling"}
 
 
 def test_health_docs_and_temporal_ui_answer(live_stack):

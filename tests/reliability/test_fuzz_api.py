@@ -65,7 +65,7 @@ def test_fuzzed_requests_get_no_server_errors(temporal_server, tmp_path):
     queue = f"fuzz-{uuid.uuid4().hex[:8]}"
     app_settings = Settings(
         _env_file=None, home=tmp_path / "home", MARATHON_DATABASE_URL=url, temporal_address=temporal_server.address,
-        cpu_task_queue=queue, gpu_task_queue_prefix=f"{queue}-eval-", max_body_bytes=20_000,
+        cpu_task_queue=queue, gpu_task_queue_prefix=f"{queue}-eval-", max_body_bytes=20_000, worker_wait_s=0.5,
     )
     tried: dict[str, int] = {}
     failures: list[str] = []
