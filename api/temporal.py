@@ -79,6 +79,8 @@ class LiveState:
     evaluations: list[PendingEvaluation] = field(default_factory=list)
     # Whether a worker polls the queue of an evaluation nobody started; None when none waits.
     evaluation_polled: Optional[bool] = None
+    # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
+    waiting_for: str = ""
 
 
 def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
@@ -96,8 +98,6 @@ def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
         queue = info.activity_options.task_queue.name if info.HasField("activity_options") else ""
         out.append(PendingEvaluation(order, started, info.attempt, max(0.0, (now - since).total_seconds()), queue))
     return sorted(out, key=lambda item: item.order)
-    # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
-    waiting_for: str = ""
 
 
 class TemporalGateway:
