@@ -75,7 +75,8 @@ async def test_free_text_is_kept_and_the_answer_says_who_reads_it(api):
     body = response.json()
     assert body["kind"] == "text" and body["proposer"] == "search" and body["read_by"] is None
     assert "reads only knob settings" in body["note"]
-    llm_run = await start(api, proposer={"kind": "llm"})
+    # An endpoint in the request: no CPU worker here advertises one (POST /runs refuses an llm run without).
+    llm_run = await start(api, proposer={"kind": "llm", "base_url": "http://127.0.0.1:9/v1"})
     body = (await api.http.post(f"/runs/{llm_run}/hints", json={"hint": "try a larger chunk size"})).json()
     assert body["read_by"] == "llm" and body["proposer"] == "llm"
     events = (await api.http.get(f"/runs/{run_id}/steering")).json()["data"]
