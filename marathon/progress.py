@@ -98,4 +98,6 @@ def progress_details(run: dict[str, Any], now: Optional[datetime] = None) -> lis
     lines = [time_line(run, now), candidates_line(run)]
     if run.get("waiting_for_worker"):
         lines.append(str(run["waiting_for_worker"]))
+    if run.get("waiting_for"):  # a queue no worker polls at all
+        lines.append(f"waiting for: {run['waiting_for']}")
     return [line for line in lines if line]

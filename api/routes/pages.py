@@ -106,14 +106,29 @@ def _store_view(url: str, run_id: str) -> dict:
             speed = "" if best.speedup is None else f", {best.speedup:.3f}x ({best.timing_kind} timing)"
             best_label = f"Iteration {best.iteration}, candidate {best.index}: {best.strategy}{speed}"
             best_times = shape_times(_report(session, best.report_sha))
+        events, _ = repository.list_steering(session, run_id, limit=NOTEBOOK_ROWS)
+        steering = [(e.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"), _steering_text(e.kind, e.detail or {}))
+                    for e in events]
         return {
             "run": run,
             "points": points,
             "rows": rows,
+            "steering": steering,
             "best_source": best_source,
             "best_label": best_label,
             "best_times": best_times,
         }
+
+
+def _steering_text(kind: str, detail: dict) -> str:
+    """One steering event in words: "hint: chunk=64 (read by search)", "goal: 2.0 -> 3.0", "pause"."""
+    if kind == "hint":
+        reader = detail.get("read_by")
+        return f"hint: {detail.get('hint', '')}" + (f" (read by the {reader} proposer)" if reader else "")
+    if kind == "goal":
+        before, after = detail.get("previous") or {}, detail.get("goal") or {}
+        return f"goal: {before.get('target', '?')} -> {after.get('target', '?')} ({after.get('objective', 'speedup')})"
+    return kind
 
 
 async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook]:
@@ -144,7 +159,7 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         live = await temporal.live_state(run_id)
         run = await run_in_threadpool(service.reconcile, url, run, live)
     public = service.to_public(run, settings, temporal.ui_url(run_id), live)
-    notebook = NotebookView(rows=view["rows"])
+    notebook = NotebookView(rows=view["rows"], steering=view["steering"])
     workflow_notebook = await _workflow_notebook(request, run_id) if live and live.run_status else None
     if workflow_notebook is not None:
         notebook.lessons = workflow_notebook.lessons

@@ -46,6 +46,10 @@ async def test_every_steering_request_is_kept_after_the_run_ends(api):
     assert times == sorted(times) and all(t.tzinfo is not None for t in times)
     assert events[2]["detail"]["goal"]["target"] == 3.0 and events[2]["detail"]["previous"]["target"] == 2.0
     assert events[3]["detail"] == {"hint": "chunk=64", "kind": "knobs", "knobs": {"chunk": 64}, "read_by": "search"}
+    # The run page lists them too, in words.
+    page = (await api.http.get(f"/runs/{run_id}/page")).text
+    assert '<ul id="steering">' in page
+    assert "hint: chunk=64 (read by the search proposer)" in page and "goal: 2.0 -&gt; 3.0 (speedup)" in page
     # Refused requests leave no trace: the run is over.
     assert (await api.http.post(f"/runs/{run_id}/pause")).status_code == 409
     assert (await api.http.get(f"/runs/{run_id}/steering")).json()["count"] == 5
