@@ -29,6 +29,7 @@ every report as ``isolation: "none"``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
 import os
@@ -148,6 +149,7 @@ def _user_files() -> tuple[str, str]:
     gid = SANDBOX_GID if os.geteuid() == 0 else os.getgid()
     folder = tempfile.mkdtemp(prefix="marathon-judge-etc-")
     os.chmod(folder, 0o755)
+    atexit.register(shutil.rmtree, folder, True)
     passwd, group = os.path.join(folder, "passwd"), os.path.join(folder, "group")
     with open(passwd, "w") as handle:
         handle.write(f"root:x:0:0:root:/root:/usr/sbin/nologin\njudge:x:{uid}:{gid}:judge:/tmp:/usr/sbin/nologin\n")
