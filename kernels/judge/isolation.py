@@ -140,11 +140,16 @@ def _system_binds() -> list[str]:
     return args
 
 
-@functools.lru_cache(maxsize=1)
+_USER_FILES: list[str] = []
+
+
 def _user_files() -> tuple[str, str]:
-    """/etc/passwd and /etc/group for the sandbox, written once per process (world-readable)."""
+    """/etc/passwd and /etc/group for the sandbox, written once per process (world-readable),
+    and again should something have removed them."""
     import tempfile
 
+    if _USER_FILES and all(os.path.exists(path) for path in _USER_FILES):
+        return _USER_FILES[0], _USER_FILES[1]
     uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
     gid = SANDBOX_GID if os.geteuid() == 0 else os.getgid()
     folder = tempfile.mkdtemp(prefix="marathon-judge-etc-")
@@ -157,6 +162,7 @@ def _user_files() -> tuple[str, str]:
         handle.write(f"root:x:0:\njudge:x:{gid}:\n")
     for path in (passwd, group):
         os.chmod(path, 0o644)
+    _USER_FILES[:] = [passwd, group]
     return passwd, group
 
 
