@@ -179,9 +179,10 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
             calls = min(BATCH_CALLS, left)
             left -= calls
             slot = b % 2
-            # The slot's buffers change contents at a random call of most batches, unknown in
-            # advance: a result cached by address (or by anything but the values) comes back stale.
-            switch_at = rng.randrange(1, calls) if calls >= 2 and rng.random() < 0.75 else None
+            # The slot's buffers change contents at a random call of every batch of two or more,
+            # unknown in advance: a result cached by address (or by anything but the values)
+            # comes back stale.
+            switch_at = rng.randrange(1, calls) if calls >= 2 else None
             batch = Batch(slot, held[slot], calls, _seed(rng), candidate_first=bool(b % 2), switch_at=switch_at)
             held[slot] = batch.seed_index(calls - 1)
             batches.append(batch)

@@ -62,7 +62,9 @@ RUNTIME_CASES = (
     # Python 3.11 has no audit event for a thread start (3.12 added _thread.start_new_thread):
     # there the thread-count check stops it; on 3.12+ the audit hook stops it first.
     Case("backdoor_thread", "forbidden", "the candidate started threads|_thread.start_new_thread|torch.cuda.threading refused at run time"),
-    Case("timed_torch_fallback", "forbidden", "spot-checked timed call", reps=6),
+    # Torch only at the call numbers it expects to be timed (the old schedule): whichever of them runs
+    # under every guard first (a spot check, a warm-up or a checked call of the new plan) catches it.
+    Case("timed_torch_fallback", "forbidden", "aten.cumsum", reps=6),
     Case("import_time_thread", "forbidden", "the candidate started threads while importing|_thread.start_new_thread|torch.cuda.threading refused at run time"),
     Case("backdoor_subprocess", "forbidden", "subprocess.Popen|torch.sys refused at run time"),
     Case("backdoor_socket", "forbidden", "socket.|torch.sys refused at run time"),

@@ -18,7 +18,11 @@ class ThreadedApi:
         import uvicorn
 
         self.port = free_ports(1)[0]
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="error", lifespan="on")
+        # A long keep-alive: a load test's client reuses pooled connections across polling rounds
+        # that can take longer than uvicorn's 5 s default on a loaded 2-core machine, and a server
+        # closing an idle connection just as the client sends on it drops that request.
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="error", lifespan="on",
+                                timeout_keep_alive=120)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="fuzzed-api", daemon=True)
 
