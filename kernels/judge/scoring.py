@@ -16,6 +16,10 @@ from kernels.judge.report import JudgeReport
 CLOCK_SLACK_MS = 2.0
 HIDDEN_FLOOR_MS = 0.05
 HIDDEN_RATIO = 3.0
+# How small a share of the caller's per-call time the reported time may be. On the CPU, interpreter
+# timings on a shared machine are noisy (an honest candidate was seen at 0.49 with three judgements
+# on two cores): there only a tenfold gap counts.
+EVENT_FRACTION = {"cuda": 0.5, "cpu": 0.1}
 
 
 def check_batch(reply: dict[str, Any], batch: planning.Batch, outside_ms: float, label: str) -> None:
@@ -100,7 +104,8 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         # baseline's batches (trusted, same flush, sync and digest work) say what is normal.
         hidden = cand["outside_ms_per_call"] - cand["median_ms"]
         base_hidden = max(0.0, base["outside_ms_per_call"] - base["median_ms"])
-        if cand["median_ms"] < 0.5 * cand["outside_ms_per_call"] and hidden > max(HIDDEN_FLOOR_MS, HIDDEN_RATIO * base_hidden):
+        if cand["median_ms"] < EVENT_FRACTION[device] * cand["outside_ms_per_call"] and \
+                hidden > max(HIDDEN_FLOOR_MS, HIDDEN_RATIO * base_hidden):
             doubts.append(f"{item['shape']}: the candidate reported {cand['median_ms']:.4f} ms per call but the judge's "
                           f"clock saw {cand['outside_ms_per_call']:.4f} ms per call (the baseline: "
                           f"{base['median_ms']:.4f} of {base['outside_ms_per_call']:.4f} ms): work outside its timed "
