@@ -23,7 +23,7 @@ projection (``digest``) whose seed the candidate's process learns only when its 
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernels.problem import Problem
@@ -94,7 +94,6 @@ class Plan:
     bench: list[Bench]
     warmup: int
     digests: int = DIGESTS
-    shapes: dict[str, list[list[int]]] = field(default_factory=dict)
 
     @property
     def expected_keys(self) -> list[str]:
@@ -102,7 +101,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"checks": [c.to_dict() for c in self.checks], "bench": [b.to_dict() for b in self.bench],
-                "warmup": self.warmup, "digests": self.digests, "shapes": self.shapes}
+                "warmup": self.warmup, "digests": self.digests}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
@@ -113,7 +112,7 @@ class Plan:
             item["recheck"] = Call(**item["recheck"])
             bench.append(Bench(**item))
         return cls(checks=[Call(**c) for c in data["checks"]], bench=bench, warmup=data["warmup"],
-                   digests=data.get("digests", DIGESTS), shapes=data.get("shapes", {}))
+                   digests=data.get("digests", DIGESTS))
 
 
 def regimes_of(problem: Problem) -> tuple[str, ...]:
@@ -196,8 +195,7 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
         recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
                        when=f"at {label}, called again after timing: correct before, wrong after?")
         bench.append(Bench(j, list(shape), seeds_j, "default", batches, recheck, graph=shape in graph_shapes))
-    return Plan(checks, bench, warmup, shapes={"verify": [list(s) for s in verify],
-                                                 "bench": [list(s) for s in bench_shapes]})
+    return Plan(checks, bench, warmup)
 
 
 def make_inputs(problem: Problem, shape, seed: int, regime: str, device: str, dtype: str) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class Referee:
         self.baseline_note = ""
         self.bench_sets: dict[int, list[dict[str, Any]]] = {}
         self.flusher = None
+        self.device_refs: dict[tuple[int, int], tuple[Any, float]] = {}
 
     # references ------------------------------------------------------------------
     def ref_of(self, call: planning.Call):
@@ -147,7 +148,7 @@ class Referee:
         cut = call.perturb["cut"]
         axis = self.problem.causal.output_axis
         before, after = base.narrow(axis, 0, cut), out.narrow(axis, 0, cut)
-        moved = float((after - before).pow(2).mean().sqrt()) / max(float(before.pow(2).mean().sqrt()), 1e-30)
+        moved = self.relative_error(after, before)
         if moved <= self.tolerance / 10:
             return None
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
@@ -166,11 +167,9 @@ class Referee:
         for index, values in enumerate(digests):
             seed_index = batch.seed_index(index)
             if seed_index not in expected:
-                ref = self.bench_ref(bench, seed_index).to(self.device).double()
-                norm = float(ref.pow(2).sum().sqrt())
+                ref, norm = self.device_ref(bench, seed_index)
                 expected[seed_index] = ([float((ref * planning.projection(ref.shape, batch.digest_seed, k, str(ref.device))).sum())
                                          for k in range(self.plan.digests)], norm)
-                del ref
             want, norm = expected[seed_index]
             if not isinstance(values, list) or len(values) != len(want) or \
                     not all(isinstance(v, (int, float)) for v in values):
@@ -186,6 +185,16 @@ class Referee:
                     f"{worst:.2e} of the reference's norm (an output within tolerance {self.tolerance:.1e} moves "
                     f"less than {bound:.1e}); a result cached during timing, or work skipped when timed?"}
         return {"kind": "digests", "ok": True, "worst": worst}
+
+    def device_ref(self, bench: planning.Bench, holds: int):
+        """A bench reference as float64 on the device, with its norm: made once per shape and
+        seed, not once per timed batch (the previous shape's are dropped)."""
+        key = (bench.index, holds)
+        if key not in self.device_refs:
+            self.device_refs = {k: v for k, v in self.device_refs.items() if k[0] == bench.index}
+            ref = self.bench_ref(bench, holds).to(self.device).double()
+            self.device_refs[key] = (ref, float(ref.pow(2).sum().sqrt()))
+        return self.device_refs[key]
 
     def bench_ref(self, bench: planning.Bench, holds: int):
         call = planning.Call(f"b{bench.index}/seed{holds}", bench.shape, bench.seeds[holds], bench.regime)

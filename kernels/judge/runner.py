@@ -45,7 +45,6 @@ REFEREE_MODULE = "kernels.judge.referee"
 SANDBOX_MODULE = "kernels.judge.sandbox"
 GPU_REPS, GPU_CONFIRM_REPS, GPU_WARMUP = 30, 100, 3
 CPU_REPS, CPU_CONFIRM_REPS, CPU_WARMUP = 3, 7, 1
-LAUNCH_BOUND_MS = 0.1
 # Deadlines of one command to the candidate's process, in seconds. A first call may compile
 # (and autotune, on a GPU); later calls get CALL_FACTOR times the float64 reference's time at
 # that shape, within [MIN_CALL_S, MAX_CALL_S].

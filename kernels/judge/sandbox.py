@@ -256,7 +256,6 @@ class Sandbox:
 
         if self.bench_index != bench["index"]:
             self.bench_index = bench["index"]
-            self.sets = []
             self.pristine = [plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
                              for seed in bench["seeds"]]
             self.sets = [{k: v.clone() if isinstance(v, self.torch.Tensor) else v for k, v in inputs.items()}
