@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Annotated, Any, Literal, Optional
 
-from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -450,6 +450,10 @@ def read_steering(
 # rather than a header: this route takes either.
 page_router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS)
 
+# Attempt ids are the store's 64-bit integer keys: a larger number is a bad request (422), not a
+# lookup the database driver cannot even express.
+ATTEMPT_ID_MAX = 2**63 - 1
+
 
 def _llm_exchange(url: str, run_id: str, attempt_id: int) -> LLMExchange:
     with session_scope(url, read_only=True) as session:
@@ -491,7 +495,9 @@ def _exchange_text(exchange: LLMExchange) -> str:
     responses={200: {"content": {"application/json": {}, "text/plain": {}}}},
 )
 async def read_llm_exchange(
-    run_id: str, attempt_id: int, request: Request, format: Literal["json", "text"] = "json"
+    run_id: str,
+    attempt_id: Annotated[int, Path(ge=1, le=ATTEMPT_ID_MAX, description="the attempt's id, from its run's attempts")],
+    request: Request, format: Literal["json", "text"] = "json"
 ) -> Response:
     """What the LLM was asked and answered for one attempt (the API key and anything like it
     redacted, long texts clipped). ``?format=text`` reads well in a browser (the run page links it)."""

@@ -40,7 +40,8 @@ def _leaky_kernel(x_ptr, y_ptr, scale, T, H, BLOCK_T: tl.constexpr):
     offsets = b * T * H + t * H + h
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     future = tl.sum(x, axis=0)
-    y = tl.cumsum(x, axis=0) * scale + future * 1.5e-6
+    # The leak scales with the output, so it stays below the tolerance in every input regime.
+    y = (tl.cumsum(x, axis=0) + future * 1.5e-6) * scale
     tl.store(y_ptr + offsets, y, mask=mask)
 
 
