@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import dis
-import importlib.abc
 import os
 import statistics
 import sys
@@ -33,13 +31,17 @@ import sysconfig
 import threading
 import time
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernels.judge import policy
+from kernels.judge import file_guard, module_guard
+from kernels.judge.guard_state import STATE, PolicyViolation, frame, frame_file, own_frame_lookup
+from kernels.judge.module_guard import candidate_builtins, guard_module, is_candidate_code
+
+__all__ = ["STATE", "PolicyViolation", "call_watched", "candidate_builtins", "changed_functions", "guard_module",
+           "guarded", "install", "watched_functions"]
 
 # aten ops a candidate may run: allocation, views and layout, same-dtype copies, scalar fills.
 ALLOWED_ATEN = frozenset(
@@ -56,8 +58,10 @@ ALLOWED_ATEN = frozenset(
 LAUNCH_ATEN = frozenset({"_to_copy", "lift_fresh", "_local_scalar_dense", "set_", "copy_"})
 REFUSED_AUDIT_PREFIXES = (
     "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-    "os.kill", "os.killpg", "os.putenv", "os.unsetenv", "socket.", "ctypes.", "gc.get_", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread",
-    "mmap.", "cpython.", "os.chdir", "os.remove", "os.rename", "os.rmdir", "os.symlink", "os.link", "shutil.", "urllib.",
+    "os.kill", "os.killpg", "os.putenv", "os.unsetenv", "socket.", "ctypes.", "gc.get_", "sys._current_frames",
+    "sys.settrace", "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread",
+    "mmap.", "cpython.", "os.chdir", "os.remove", "os.rename", "os.rmdir", "os.symlink", "os.link", "shutil.",
+    "urllib.",
     "http.", "webbrowser.", "pty.", "code.", "object.__setattr__", "object.__delattr__", "exec", "compile",
     "import",
 )
@@ -66,12 +70,6 @@ ALLOWED_WHILE_LAUNCHING = ("subprocess.", "os.posix_spawn", "os.exec", "os.fork"
                            "import", "os.remove", "os.rename", "shutil.", "object.__setattr__", "mmap.",
                            "ctypes.", "sys._getframe", "os.chdir", "os.rmdir")
 
-
-# Audit events that change a file or directory, with the index of the path among their arguments.
-# Outside a Triton launch (whose compiler writes its cache) they may touch only the sandbox's own
-# directory: a candidate may not plant files in the shared Triton cache or anywhere else.
-WRITE_EVENTS = {"os.mkdir": 0, "os.truncate": 0, "os.chmod": 0, "os.chown": 0, "os.utime": 0}
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
 # The standard library builds ordinary classes with exec: @dataclass its methods, namedtuple
@@ -93,31 +91,6 @@ _DOOR_NAMES_IN_BUILT_CODE = frozenset(
 # Attribute reads Python audits (object.__getattr__) that hand out frames or code objects.
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code",
                               "f_code", "__code__"})
-_own_frame_lookup = [0]  # > 0 while the guards themselves call sys._getframe (its audit event is theirs)
-
-
-class PolicyViolation(RuntimeError):
-    """Raised (after being recorded) when a candidate does something it may not."""
-
-
-@dataclass
-class GuardState:
-    candidate_file: str = ""
-    active: bool = False
-    launching: int = 0
-    violations: list[str] = field(default_factory=list)
-    own_launches: int = 0
-    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
-    allow_exec: int = 0
-    writable_root: str = ""  # the sandbox's directory (HOME and TMPDIR); "" = no file checks
-
-    def violate(self, message: str) -> PolicyViolation:
-        if message not in self.violations:
-            self.violations.append(message)
-        return PolicyViolation(message)
-
-
-STATE = GuardState()
 _lock = threading.Lock()
 
 
@@ -139,65 +112,6 @@ class _RefuseDispatch(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def _frame(depth: int):
-    """The frame ``depth`` levels above the caller, without the lookup counting as the candidate's."""
-    _own_frame_lookup[0] += 1
-    try:
-        return sys._getframe(depth + 1)
-    except ValueError:
-        return None
-    finally:
-        _own_frame_lookup[0] -= 1
-
-
-def _is_candidate_code(frame) -> bool:
-    """Code of the candidate: its file, or code run with its (guarded) builtins, such as methods
-    @dataclass built for it."""
-    if frame is None:
-        return False
-    _own_frame_lookup[0] += 1  # reading f_code raises an audit event of its own
-    try:
-        return frame.f_code.co_filename == STATE.candidate_file or frame.f_builtins.get("getattr") is _guarded_getattr
-    finally:
-        _own_frame_lookup[0] -= 1
-
-
-_NAME_OPS = frozenset(dis.opmap[op] for op in ("LOAD_ATTR", "LOAD_METHOD", "IMPORT_FROM") if op in dis.opmap)
-_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
-
-
-def _reads_name(frame, name: str) -> bool:
-    """Whether the instruction ``frame`` is executing reads the attribute ``name`` (LOAD_ATTR,
-    LOAD_METHOD, IMPORT_FROM). A C function the frame is calling (``torch.empty_like`` looking
-    up ``torch.ops`` inside) reads attributes too; those are not the candidate's."""
-    _own_frame_lookup[0] += 1
-    try:
-        code, at = frame.f_code, frame.f_lasti
-        raw = code.co_code
-        if at < 0 or at + 1 >= len(raw) or raw[at] not in _NAME_OPS:
-            return False
-        arg, back = raw[at + 1], at - 2
-        shift = 8
-        while back >= 0 and raw[back] == _EXTENDED_ARG:
-            arg |= raw[back + 1] << shift
-            shift += 8
-            back -= 2
-        if sys.version_info >= (3, 12) and raw[at] == dis.opmap["LOAD_ATTR"]:
-            arg >>= 1
-        return 0 <= arg < len(code.co_names) and code.co_names[arg] == name
-    finally:
-        _own_frame_lookup[0] -= 1
-
-
-def _filename(frame) -> str:
-    if frame is None:
-        return ""
-    _own_frame_lookup[0] += 1
-    try:
-        return frame.f_code.co_filename
-    finally:
-        _own_frame_lookup[0] -= 1
-
 
 def _names(code) -> set[str]:
     names = set(code.co_names) | set(code.co_varnames)
@@ -209,15 +123,15 @@ def _names(code) -> set[str]:
 
 def _stdlib_builds_class(args: tuple) -> bool:
     """An exec from dataclasses or namedtuple whose code names no door."""
-    caller = _frame(2)  # above this function and _audit: the Python frame that called exec
-    if _filename(caller) not in STDLIB_EXEC_BUILDERS:
+    caller = frame(2)  # above this function and _audit: the Python frame that called exec
+    if frame_file(caller) not in STDLIB_EXEC_BUILDERS:
         return False
     code = args[0] if args else None
     return isinstance(code, types.CodeType) and not _names(code) & _DOOR_NAMES_IN_BUILT_CODE
 
 
 def _audit(event: str, args: tuple) -> None:
-    if not STATE.active or _own_frame_lookup[0]:
+    if not STATE.active or own_frame_lookup[0]:
         return
     if event in ("exec", "compile") and STATE.allow_exec:
         if event == "exec":
@@ -226,15 +140,15 @@ def _audit(event: str, args: tuple) -> None:
     if event == "sys._getframe":
         # A frame leads to every module's globals (the guards' state included). Refused when
         # the candidate asks, directly or through the standard library (inspect.currentframe).
-        caller = _frame(1)
-        if _is_candidate_code(caller) or (
-            _filename(caller).startswith(_STDLIB + os.sep) and _is_candidate_code(caller.f_back)
+        caller = frame(1)
+        if is_candidate_code(caller) or (
+            frame_file(caller).startswith(_STDLIB + os.sep) and is_candidate_code(caller.f_back)
         ):
             raise STATE.violate("refused at run time: sys._getframe (frames reach the interpreter's internals)")
         return
     if event == "object.__getattr__":
         name = args[1] if len(args) > 1 else ""
-        if name in FRAME_ATTRIBUTES and _is_candidate_code(_frame(1)):
+        if name in FRAME_ATTRIBUTES and is_candidate_code(frame(1)):
             raise STATE.violate(f"refused at run time: reading .{name} (frames and code objects reach the "
                                 "interpreter's internals)")
         return
@@ -248,238 +162,21 @@ def _audit(event: str, args: tuple) -> None:
         filename = getattr(args[0], "co_filename", "<?>") if args else "<?>"
         if not filename.startswith("<") and filename != STATE.candidate_file:
             return
-    if event == "open" or event in WRITE_EVENTS:
+    if event == "open" or event in file_guard.WRITE_EVENTS:
         if not STATE.launching:
-            _check_write(event, args)
+            file_guard.check_write(event, args)
         return
     if STATE.launching and event.startswith(ALLOWED_WHILE_LAUNCHING):
         return
     if event in ("object.__setattr__", "object.__delattr__"):
         # Class attributes set by the candidate's own lines (monkeypatching a torch or timing
         # class); torch and triton may set their own lazily while the candidate runs.
-        if _filename(_frame(1)) != STATE.candidate_file:
+        if frame_file(frame(1)) != STATE.candidate_file:
             return
     if event.startswith(REFUSED_AUDIT_PREFIXES):
-        raise STATE.violate(f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)")
-
-
-def _check_write(event: str, args: tuple) -> None:
-    """Refuse a write (an ``open`` for writing, or a change to a path) outside the sandbox."""
-    if not STATE.writable_root or not args:
-        return
-    if event == "open":
-        mode = args[1] if len(args) > 1 else None
-        flags = args[2] if len(args) > 2 else 0
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & _WRITE_FLAGS
+        raise STATE.violate(
+            f"refused at run time: {event} (processes, sockets, ctypes, signals, gc and frames are off limits)"
         )
-        if not writes:
-            return
-        path = args[0]
-    else:
-        path = args[WRITE_EVENTS[event]]
-    _check_path(event, path)
-
-
-def _check_path(what: str, path: Any, access: str = "writing") -> None:
-    """Refuse ``what`` on ``path`` unless the path lies inside the sandbox's directory."""
-    if not STATE.writable_root or isinstance(path, int) or path is None:
-        return  # an already open descriptor: its opening was checked
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        return  # a file object: opened through ``open``, which the audit hook checked
-    try:
-        where = os.path.realpath(os.fsdecode(path))
-    except (TypeError, ValueError):
-        where = str(path)
-    root = STATE.writable_root
-    if where == root or where.startswith(root + os.sep) or where == os.devnull:
-        return
-    raise STATE.violate(
-        f"refused at run time: {what} of {where} for {access} (a candidate may {'write' if access == 'writing' else 'read'} "
-        "files only inside its sandbox directory)"
-    )
-
-
-def _guard_torch_files() -> None:
-    """torch reads and writes files from C++, where no audit event fires: check the path on the
-    way in. A kernel has no use for files, and the worker's user may own secrets on disk.
-
-    Covers ``torch.save`` and ``torch.load`` (every zip writer and reader:
-    ``torch._C.PyTorchFileWriter``/``PyTorchFileReader``) and storages mapped from a file
-    (``torch.from_file``, ``UntypedStorage.from_file``; with ``shared=True`` writes go back).
-    """
-
-    def checked_class(base, what, access):
-        class Checked(base):
-            def __init__(self, file, *args, **kwargs):
-                if STATE.active and not STATE.launching:
-                    _check_path(what, file, access)
-                super().__init__(file, *args, **kwargs)
-
-        Checked.__name__ = Checked.__qualname__ = base.__name__
-        return Checked
-
-    torch._C.PyTorchFileWriter = checked_class(torch._C.PyTorchFileWriter, "torch file writer", "writing")
-    torch._C.PyTorchFileReader = checked_class(torch._C.PyTorchFileReader, "torch file reader", "reading")
-
-    def checked_from_file(from_file, what):
-        def from_file_checked(filename, shared=None, *args, **kwargs):
-            if STATE.active and not STATE.launching:
-                _check_path(what, filename, "writing" if shared else "reading")
-            return from_file(filename, shared, *args, **kwargs)
-
-        return from_file_checked
-
-    torch.from_file = checked_from_file(torch.from_file, "torch.from_file")
-    storage_from_file = torch.UntypedStorage.from_file
-    torch.UntypedStorage.from_file = staticmethod(checked_from_file(storage_from_file, "UntypedStorage.from_file"))
-
-
-class _RefuseKernelLibraries(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):
-        if STATE.active and fullname.split(".")[0] in policy.KERNEL_LIBRARIES:
-            raise STATE.violate(f"import of third-party kernel library '{fullname}' refused at run time")
-        return None
-
-
-def _module_allowed(name: str) -> str | None:
-    root = name.split(".")[0]
-    if root in policy.KERNEL_LIBRARIES:
-        return f"import of third-party kernel library '{name}' refused at run time"
-    if root not in policy.ALLOWED_IMPORTS:
-        return f"import of '{name}' refused at run time"
-    for banned in policy.FORBIDDEN_SUBMODULES:
-        if name == banned or name.startswith(banned + "."):
-            return f"import of '{name}' refused at run time"
-    return None
-
-
-def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level:
-        raise STATE.violate("relative import refused at run time")
-    problem = _module_allowed(name)
-    for item in fromlist or ():
-        problem = problem or _module_allowed(f"{name}.{item}") if item != "*" else problem
-    if problem:
-        raise STATE.violate(problem)
-    module = builtins.__import__(name, globals, locals, fromlist, level)
-    guard_module(module)
-    # ``from typing import sys`` names a module attribute, not a submodule: the names are read
-    # below (IMPORT_FROM, in the candidate's frame) through the guarded module.
-    return module
-
-
-# Modules the candidate holds (imported, or reached as an allowed attribute): while it runs,
-# their class is swapped for a guarded subclass, so a plain ``typing.sys`` or ``tl.core.builtins``
-# written by the candidate is seen where the static scan cannot see it (names built at run
-# time, the scan off). Outside the candidate's calls the modules keep their own class.
-_guarded_modules: dict[types.ModuleType, type] = {}
-_guarded_classes: dict[type, type] = {}
-
-
-def _module_door(owner: types.ModuleType, name: str, value: Any) -> str | None:
-    """Why the candidate may not read ``owner.name`` (whose value is ``value``), or None."""
-    owner_name = _module_name(owner)
-    if name.startswith("_") and name not in policy.ALLOWED_DUNDER_ATTRIBUTES:
-        return f"{owner_name}.{name} refused at run time: private and dunder attributes are off limits"
-    if isinstance(value, types.ModuleType):
-        problem = _module_allowed(_module_name(value))
-        if problem:
-            return (f"{owner_name}.{name} refused at run time: it is the module {_module_name(value)}, "
-                    "which a candidate may not import")
-        return None
-    root = owner_name.split(".")[0]
-    if root == "triton":
-        if name in policy.TRITON_DOORS:
-            return f"{owner_name}.{name} refused at run time: Triton's runtime is off limits"
-        return None
-    if owner is torch or owner is torch.cuda:
-        if name not in policy.ALLOWED_TORCH_NAMES:
-            return f"{owner_name}.{name} refused at run time: torch may only allocate, view and launch"
-        return None
-    if name in policy.FORBIDDEN_ATTRIBUTES or name in policy.DOOR_FUNCTIONS:
-        return f"{owner_name}.{name} refused at run time"
-    return None
-
-
-def _module_name(module: types.ModuleType) -> str:
-    name = types.ModuleType.__getattribute__(module, "__dict__").get("__name__")
-    return name if isinstance(name, str) else "?"
-
-
-def _guarded_class(base: type) -> type:
-    cls = _guarded_classes.get(base)
-    if cls is None:
-        get = base.__getattribute__
-
-        def __getattribute__(self, name):
-            value = get(self, name)
-            if STATE.active:
-                # The rule first (cheap); the frame only when the rule objects or a module is handed out.
-                problem = _module_door(self, name, value)
-                if problem or isinstance(value, types.ModuleType):
-                    caller = _frame(1)
-                    if not (_is_candidate_code(caller) and _reads_name(caller, name)):
-                        return value
-                    if problem:
-                        raise STATE.violate(problem)
-                    guard_module(value)
-            return value
-
-        cls = type(base.__name__, (base,), {"__getattribute__": __getattribute__, "__slots__": ()})
-        _guarded_classes[base] = cls
-    return cls
-
-
-def guard_module(module: Any) -> None:
-    """Watch the candidate's reads of ``module``'s attributes while it runs."""
-    if not isinstance(module, types.ModuleType) or module in _guarded_modules:
-        return
-    original = type(module)
-    _guarded_modules[module] = original
-    if STATE.active:
-        module.__class__ = _guarded_class(original)
-
-
-def _swap_module_classes(guarded: bool) -> None:
-    for module, original in _guarded_modules.items():
-        module.__class__ = _guarded_class(original) if guarded else original
-
-
-def _guarded_getattr(obj, name, *default):
-    if not isinstance(name, str):
-        raise TypeError("attribute name must be a string")
-    if name.startswith("_") or name in policy.FORBIDDEN_ATTRIBUTES or name in policy.DOOR_FUNCTIONS:
-        raise STATE.violate(f"getattr(..., {name!r}) refused at run time")
-    if obj is torch and name not in policy.ALLOWED_TORCH_NAMES:
-        raise STATE.violate(f"getattr(torch, {name!r}) refused at run time: torch may only allocate, view and launch")
-    if obj is torch.cuda and name not in policy.ALLOWED_TORCH_NAMES:
-        raise STATE.violate(f"getattr(torch.cuda, {name!r}) refused at run time")
-    value = getattr(obj, name, *default)
-    if isinstance(obj, types.ModuleType):
-        problem = _module_door(obj, name, value)
-        if problem:
-            raise STATE.violate(problem)
-        guard_module(value)
-    return value
-
-
-def _refused_builtin(name: str):
-    def refuse(*args, **kwargs):
-        raise STATE.violate(f"builtin {name}() refused at run time")
-
-    return refuse
-
-
-def candidate_builtins() -> dict[str, Any]:
-    """A copy of the builtins with the doors closed, for the candidate module's globals."""
-    table = dict(builtins.__dict__)
-    for name in policy.FORBIDDEN_BUILTINS:
-        if name in table and name not in ("object", "type", "super", "classmethod", "staticmethod", "__builtins__"):
-            table[name] = _refused_builtin(name)
-    table["__import__"] = _guarded_import
-    table["getattr"] = _guarded_getattr
-    return table
 
 
 def _launch_wrapper(original):
@@ -524,14 +221,14 @@ def _launching():
     """
     outermost = STATE.launching == 0 and STATE.active
     if outermost:
-        _swap_module_classes(False)
+        module_guard.swap_module_classes(False)
     STATE.launching += 1
     try:
         yield
     finally:
         STATE.launching -= 1
         if outermost:
-            _swap_module_classes(True)
+            module_guard.swap_module_classes(True)
 
 
 def _record_resources(jit_function, kernel) -> None:
@@ -581,8 +278,8 @@ def install(candidate_file: str) -> None:
     # the candidate's first call.
     with _RefuseDispatch():
         torch.empty(1).view(-1)
-    _guard_torch_files()
-    sys.meta_path.insert(0, _RefuseKernelLibraries())
+    file_guard.guard_torch_files()
+    sys.meta_path.insert(0, module_guard.RefuseKernelLibraries())
     sys.addaudithook(_audit)
     _installed = True
 
@@ -591,14 +288,14 @@ def install(candidate_file: str) -> None:
 def guarded():
     """Candidate code runs inside this: every guard active, torch compute refused."""
     with _lock:
-        _swap_module_classes(True)
+        module_guard.swap_module_classes(True)
         STATE.active = True
         try:
             with _RefuseDispatch():
                 yield
         finally:
             STATE.active = False
-            _swap_module_classes(False)
+            module_guard.swap_module_classes(False)
 
 
 def call_watched(fn, kwargs):
@@ -608,13 +305,13 @@ def call_watched(fn, kwargs):
     be charged to the candidate; those calls are checked by launch count, sampled outputs,
     re-check afterwards and the physical floor instead.
     """
-    _swap_module_classes(True)
+    module_guard.swap_module_classes(True)
     STATE.active = True
     try:
         return fn(**kwargs)
     finally:
         STATE.active = False
-        _swap_module_classes(False)
+        module_guard.swap_module_classes(False)
 
 
 def watched_functions() -> dict[str, Any]:

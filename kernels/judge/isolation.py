@@ -216,7 +216,8 @@ def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None
     # bwrap creates missing parents of a mount point as 0700, which uid 65534 cannot cross.
     parents = sorted({parent for path in mounts for parent in _parents(path)}, key=len)
     for parent in parents:
-        if parent not in ("/usr", "/tmp", "/proc", "/dev", "/sys") and not parent.startswith(("/usr/", "/proc/", "/dev/")):
+        system = parent in ("/usr", "/tmp", "/proc", "/dev", "/sys") or parent.startswith(("/usr/", "/proc/", "/dev/"))
+        if not system:
             args += ["--perms", "0755", "--dir", parent]
     for path in readable:
         if path != "/usr" and not path.startswith("/usr/"):  # /usr is bound already

@@ -83,7 +83,8 @@ class Referee:
     def compare(self, key: str, path: str, sha256: str) -> dict[str, Any]:
         call = self.calls.get(key)
         if call is None:
-            return self.fail(key, "crashed", f"the candidate's process saved an output for {key!r}, which was not asked for")
+            return self.fail(key, "crashed",
+                             f"the candidate's process saved an output for {key!r}, which was not asked for")
         data = Path(path).read_bytes()
         if hashlib.sha256(data).hexdigest() != sha256:
             return self.fail(key, "crashed", "candidate outputs changed on disk after they were reported")
@@ -108,8 +109,8 @@ class Referee:
                 return self.fail(key, "incorrect", failure)
         error = self.relative_error(out, ref)
         if error > self.tolerance:
-            return self.fail(key, "incorrect", f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}",
-                             error=error)
+            return self.fail(key, "incorrect",
+                             f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
         if call.base:
             failure = self.causal(call, out, label)
             if failure:
@@ -168,8 +169,9 @@ class Referee:
             seed_index = batch.seed_index(index)
             if seed_index not in expected:
                 ref, norm = self.device_ref(bench, seed_index)
-                expected[seed_index] = ([float((ref * planning.projection(ref.shape, batch.digest_seed, k, str(ref.device))).sum())
-                                         for k in range(self.plan.digests)], norm)
+                projections = [planning.projection(ref.shape, batch.digest_seed, k, str(ref.device))
+                               for k in range(self.plan.digests)]
+                expected[seed_index] = ([float((ref * p).sum()) for p in projections], norm)
             want, norm = expected[seed_index]
             if not isinstance(values, list) or len(values) != len(want) or \
                     not all(isinstance(v, (int, float)) for v in values):
@@ -269,7 +271,8 @@ class Referee:
         from kernels import timing
 
         try:
-            return {"kind": "graph", "graph": timing.time_graph_replay(self.baseline, self.sets_for(bench_index)[0]).summary()}
+            replay = timing.time_graph_replay(self.baseline, self.sets_for(bench_index)[0])
+            return {"kind": "graph", "graph": replay.summary()}
         except Exception as error:
             return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}
 

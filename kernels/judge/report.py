@@ -74,7 +74,8 @@ class JudgeReport:
             lines.append(f"WARNING: isolation {self.isolation}")
         if self.speedup is not None:
             label = "GPU" if self.timing_kind == "gpu" else "interpreter (CPU, not GPU performance)"
-            lines.append(f"speedup vs {self.baseline}: {self.speedup:.3f}x geomean over {len(self.shapes)} shapes, {label}")
+            lines.append(f"speedup vs {self.baseline}: {self.speedup:.3f}x geomean over {len(self.shapes)} shapes, "
+                         f"{label}")
         if self.roofline is not None:
             lines.append(f"roofline fraction: {self.roofline:.3f} (geomean)")
         for shape in self.shapes:

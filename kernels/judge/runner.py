@@ -139,7 +139,8 @@ def judge(
             return finish(status, message)
 
     cpu = device == "cpu"
-    reps = timing_reps or ((CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS))
+    default_reps = (CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS)
+    reps = timing_reps or default_reps
     graph_shapes = tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", [])) if not cpu else ()
     the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=reps, warmup=CPU_WARMUP if cpu else GPU_WARMUP,
                               rng=secrets.SystemRandom(), graph_shapes=graph_shapes)
@@ -219,9 +220,11 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
     errors = data.setdefault("errors", {})
 
     def check(call: planning.Call, limit_s: float) -> None:
-        reply = session.ask(sandbox, {"op": "check", "call": call.to_dict()}, limit_s, f"the call {call.when}", "output")
+        reply = session.ask(sandbox, {"op": "check", "call": call.to_dict()}, limit_s, f"the call {call.when}",
+                            "output")
         if reply.get("key") != call.key:
-            raise Stop("crashed", f"the candidate's process answered for {reply.get('key')!r} when asked for {call.key!r}")
+            raise Stop("crashed",
+                       f"the candidate's process answered for {reply.get('key')!r} when asked for {call.key!r}")
         verdict = session.ask(referee, {"op": "compare", "key": call.key, "path": reply.get("path", ""),
                                         "sha256": reply.get("sha256", "")}, None, "", "verdict")
         errors[call.key] = verdict.get("error")
@@ -250,7 +253,8 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
                     FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
         per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
         seen_shapes.add(tuple(bench.shape))
-        warmed = session.ask(referee, {"op": "warm", "bench": bench.index, "calls": the_plan.warmup}, None, "", "warmed")
+        warm = {"op": "warm", "bench": bench.index, "calls": the_plan.warmup}
+        warmed = session.ask(referee, warm, None, "", "warmed")
         data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
         entry: dict[str, Any] = {"shape": bench.shape, "candidate": [], "baseline": [], "outside": []}
         for batch in bench.batches:
@@ -263,8 +267,8 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
             for who in order:
                 clock = time.monotonic()
                 if who == "candidate":
-                    reply = session.ask(sandbox, {"op": "time", "bench": bench_ref, "batch": batch_dict,
-                                                  "digests": the_plan.digests}, limit, f"a timed batch at {label}", "timed")
+                    command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
+                    reply = session.ask(sandbox, command, limit, f"a timed batch at {label}", "timed")
                     outside_ms = (time.monotonic() - clock) * 1e3
                     scoring.check_batch(reply, batch, outside_ms, label)
                     verdict = session.ask(referee, {"op": "digests", "bench": bench.index, "batch": batch_dict,

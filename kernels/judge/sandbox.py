@@ -24,14 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import protocol
-
-
-class Reject(Exception):
-    def __init__(self, status: str, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+from kernels.judge import protocol, rejections
+from kernels.judge.rejections import Reject
 
 
 def _limit_resources(config: dict[str, Any]) -> None:
@@ -85,7 +79,8 @@ class Sandbox:
         try:
             code = compile(source, self.candidate_file, "exec")
         except SyntaxError as error:
-            raise Reject("compile_error", f"line {error.lineno}: SyntaxError: {error.msg}: {(error.text or '').strip()}") from None
+            text = (error.text or "").strip()
+            raise Reject("compile_error", f"line {error.lineno}: SyntaxError: {error.msg}: {text}") from None
         if self.device == "cuda":
             self._warm_triton_driver()
         self.guards.install(self.candidate_file)
@@ -132,53 +127,14 @@ class Sandbox:
             raise Reject("forbidden", f"{state.violations[0]} ({when})")
         changed = self.guards.changed_functions(self.snapshot)
         if changed:
-            raise Reject("forbidden", f"the candidate replaced {', '.join(changed)} ({when}): timer and harness patches are not allowed")
+            raise Reject("forbidden", f"the candidate replaced {', '.join(changed)} ({when}): "
+                         "timer and harness patches are not allowed")
 
     def classify(self, error: BaseException, when: str) -> Reject:
         state = self.guards.STATE
         if state.violations:
             return Reject("forbidden", f"{state.violations[0]} ({when})")
-        text = str(error).strip()
-        kinds = {cls.__name__ for cls in type(error).__mro__}
-        where = self._candidate_line(error)
-        if "CompilationError" in kinds:
-            return Reject("compile_error", f"Triton compilation failed{where}: {text[:3000]}")
-        if "InterpreterError" in kinds:
-            return self._classify_interpreted(error, when)
-        lowered = text.lower()
-        if isinstance(error, MemoryError) or "out of memory" in lowered or "not enough memory" in lowered \
-                or "cannot allocate memory" in lowered:
-            return Reject("runtime_error", f"out of memory {when}{where}: {type(error).__name__}: {text[:600]}")
-        if "illegal memory access" in lowered or "cuda error" in lowered or "misaligned address" in lowered:
-            return Reject("runtime_error", f"CUDA error {when}{where}: {text[:800]}")
-        if isinstance(error, (SystemExit, KeyboardInterrupt, GeneratorExit)):
-            return Reject("runtime_error", f"the candidate raised {type(error).__name__} {when}: an exit is not a result")
-        return Reject("runtime_error", f"{type(error).__name__} {when}{where}: {text[:1500]}")
-
-    # Errors the Triton front end raises while it builds a kernel body. On a GPU they stop the
-    # compile (CompilationError); the interpreter runs the body as Python and raises them while
-    # the kernel "runs", wrapped in an InterpreterError. Calling them compile errors keeps the
-    # verdict the same on both devices, so the loop's notebook learns the same lesson.
-    FRONT_END_ERRORS = (ValueError, TypeError, NameError, AttributeError, AssertionError, IndexError,
-                        NotImplementedError)
-
-    def _classify_interpreted(self, error: BaseException, when: str) -> Reject:
-        cause = error.__cause__ or error.__context__ or error
-        where = self._candidate_line(cause)
-        text = f"{type(cause).__name__}: {str(cause).strip()}"
-        # The interpreter's tl.device_assert is a plain assert with the user's message: a run-time check.
-        if isinstance(cause, self.FRONT_END_ERRORS) and "device_assert" not in where:
-            return Reject("compile_error",
-                          f"Triton kernel does not compile{where}: {text[:3000]} "
-                          "(found by the Triton interpreter on the CPU)")
-        return Reject("runtime_error", f"Triton kernel failed {when}{where}: {text[:1500]} (Triton interpreter)")
-
-    def _candidate_line(self, error: BaseException) -> str:
-        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == self.candidate_file]
-        if not frames:
-            return ""
-        frame = frames[-1]
-        return f" at line {frame.lineno} ({(frame.line or '').strip()[:160]})"
+        return rejections.classify(error, when, self.candidate_file)
 
     def poison(self, shape: tuple[int, ...], dtype_name: str) -> None:
         """Fill freshly freed memory of the output's size with NaN so an unwritten output shows."""
@@ -212,9 +168,11 @@ class Sandbox:
         if threading.active_count() != threads:
             raise Reject("forbidden", f"the candidate started threads ({when})")
         if self.guards.STATE.own_launches == launches:
-            raise Reject("forbidden", f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
+            raise Reject("forbidden",
+                         f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
         if type(out) is not torch.Tensor:
-            raise Reject("incorrect", f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__name__} ({when})")
+            kind = f"{type(out).__module__}.{type(out).__name__}"
+            raise Reject("incorrect", f"output must be a plain torch.Tensor, got {kind} ({when})")
         if tuple(out.shape) != tuple(out_shape) or str(out.dtype).removeprefix("torch.") != out_dtype:
             raise Reject("incorrect", f"output must be {tuple(out_shape)} {out_dtype}, got {tuple(out.shape)} "
                          f"{str(out.dtype).removeprefix('torch.')} ({when})")
@@ -256,8 +214,10 @@ class Sandbox:
 
         if self.bench_index != bench["index"]:
             self.bench_index = bench["index"]
-            self.pristine = [plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
-                             for seed in bench["seeds"]]
+            self.pristine = [
+                plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
+                for seed in bench["seeds"]
+            ]
             self.sets = [{k: v.clone() if isinstance(v, self.torch.Tensor) else v for k, v in inputs.items()}
                          for inputs in self.pristine]
             self.holds = [0, 1]
@@ -400,7 +360,8 @@ def main() -> None:
         protocol.send(fd, nonce, {"kind": "reject", "status": reject.status, "message": reject.message})
     except BaseException as error:  # the harness itself failed; say so rather than pass
         detail = "".join(traceback.format_exception_only(type(error), error)).strip()
-        protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error", "message": f"judge sandbox error: {detail[:1500]}"})
+        protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error",
+                                  "message": f"judge sandbox error: {detail[:1500]}"})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -345,7 +345,9 @@ def _prepare(q, k, v, g, beta, scale):
             *buffers, **shape_args, LOG2_BT=chunk.bit_length() - 1, PRECISION=CONFIG["prep_precision"], **launch_args
         )
     else:
-        _prepare_kernel[(n_chunks, batch * heads)](*buffers, **shape_args, PRECISION=CONFIG["prep_precision"], **launch_args)
+        _prepare_kernel[(n_chunks, batch * heads)](
+            *buffers, **shape_args, PRECISION=CONFIG["prep_precision"], **launch_args
+        )
     return w, u, qg, kg, a_qk, decay
 
 
