@@ -244,7 +244,7 @@ def test_unknown_keys_get_a_did_you_mean_or_the_keys_there_are(capsys, tmp_path,
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('problem = "kda"\nbudget.iterations = "200"\n', '`budget.iterations` must be an integer, got a string ("200")'),
+        ('budget.iterations = "200"\n', '`budget.iterations` must be an integer, got a string ("200")'),
         ('problem = "kda"\n[budget]\niterations = 2.5\n', "`budget.iterations` must be an integer, got a float (2.5)"),
         ('problem = "kda"\nbudget.iterations = true\n', "`budget.iterations` must be an integer, got a boolean (true)"),
         ('problem = "kda"\n[budget]\nhours = 2024-01-01\n', "`budget.hours` must be a number, got a date (2024-01-01)"),
