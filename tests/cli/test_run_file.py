@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 
 from api.schemas import RunCreate
 from marathon.cli import main
-from marathon.commands.run_file import HEADER, load_run_file, to_toml, tomllib
-from tests.cli.stack import free_ports
+from marathon.commands.run_file import HEADER, check_body, load_run_file, to_toml, tomllib
+from tests.cli.stack import REPO, free_ports
 
 # Every field of POST /runs, each set away from its default, as a person would write it.
 FULL_RUN_FILE = """\
@@ -303,3 +304,11 @@ def test_the_printed_body_is_what_post_runs_takes(capsys, tmp_path):
     body = printed_body(capsys, "-f", str(write(tmp_path, FULL_RUN_FILE)), "--hours", "0.5")
     parsed = RunCreate.model_validate(json.loads(json.dumps(body)))
     assert parsed.budget.hours == 0.5 and math.isclose(parsed.goal.target, 0.6)
+
+
+
+def test_the_readmes_run_file_is_one():
+    [example] = re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    body = check_body(tomllib.loads(example), "README.md")
+    assert body["problem"] == "kda" and body["budget"] == {"iterations": 200, "hours": 24.0}
+    RunCreate.model_validate(body)
