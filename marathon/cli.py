@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("up", "client", "judge", "bench", "worker", "soak")
+COMMAND_MODULES = ("up", "run", "client", "judge", "bench", "worker", "soak")
 
 DESCRIPTION = (
     "Marathon optimizes GPU kernels over long horizons (hundreds of write, judge, profile, improve\n"
@@ -23,6 +23,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "run": (
         "marathon run kda --goal 2 --iterations 200 --hours 24 --candidates 4",
         "marathon run mla-decode --proposer llm --goal 1.5 --wait",
+        "marathon run -f run.toml --iterations 50",
+        "marathon run kda --goal 2 --print-config > run.toml",
     ),
     "runs": ("marathon runs", "marathon runs --status running --problem kda"),
     "show": ("marathon show kda-1f3c2b9a0d4e", "marathon show kda-1f3c2b9a0d4e --json"),

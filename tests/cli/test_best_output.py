@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from marathon.cli import main
-from marathon.commands import client as commands
+from marathon.commands import connection
 
 SOURCE = "import triton\n\n\ndef kernel(**inputs):\n    return None\n"
 
@@ -17,7 +17,7 @@ class FakeClient:
 
 
 def test_best_to_stdout(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(commands, "connect", lambda args: contextlib.nullcontext(FakeClient()))
+    monkeypatch.setattr(connection, "connect", lambda args: contextlib.nullcontext(FakeClient()))
     monkeypatch.chdir(tmp_path)
     assert main(["best", "kda-123", "-o", "-"]) == 0
     out, err = capsys.readouterr()

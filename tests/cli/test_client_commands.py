@@ -123,6 +123,32 @@ def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, l
     assert run["budget_used"]["hours"] >= hours and run["iteration"] >= 1
 
 
+def test_a_run_file_starts_the_run_it_describes_with_the_flags_over_it(capsys, home, live_stack, tmp_path):
+    run_file = tmp_path / "run.toml"
+    run_file.write_text(
+        'problem = "kda"\ncandidates_per_iteration = 1\n\n[goal]\nspeedup = 3.5\nintent = "from a run file"\n\n'
+        "[budget]\niterations = 40\nhours = 2\nplateau_iterations = 30\n\n"
+        '[proposer]\nkind = "search"\nseed = 11\n'
+    )
+    code, out, err = cli(capsys, "run", "-f", str(run_file), "--iterations", "50", *home)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("started run ") and out.splitlines()[0].endswith(" (kda)")
+    run_id = out.splitlines()[0].split()[2]
+    with live_stack.client() as client:
+        run = client.get(f"/runs/{run_id}").json()
+    goal = run["goal"]
+    assert (goal["objective"], goal["target"], goal["intent"]) == ("speedup", 3.5, "from a run file")
+    assert (run["budget"]["iterations"], run["budget"]["hours"], run["budget"]["plateau_iterations"]) == (50, 2, 30)
+    assert (run["proposer"]["kind"], run["proposer"]["seed"], run["candidates_per_iteration"]) == ("search", 11, 1)
+    cli(capsys, "stop", run_id, *home)
+
+    # The file checks shapes and types; the API checks the values and says which one is wrong.
+    run_file.write_text('problem = "kda"\n[budget]\niterations = 0\n')
+    code, out, err = cli(capsys, "run", "-f", str(run_file), *home)
+    assert (code, out) == (1, "")
+    assert "POST /runs failed (422)" in err and "budget" in err and "iterations" in err, err
+
+
 def test_unknown_run_and_unknown_problem_show_the_server_message(capsys, home):
     code, out, err = cli(capsys, "show", "no-such-run", *home)
     assert (code, out) == (1, "")

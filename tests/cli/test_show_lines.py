@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from marathon.commands.client import describe_run
+from marathon.commands.display import describe_run
 
 
 def test_a_failed_run_shows_its_reason():
