@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from marathon.commands import lineage
 from marathon.progress import candidates_line, duration, elapsed_s, time_line
 
 FINISHED = ("completed", "stopped", "failed")
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
     common = _common()
 
     run = subparsers.add_parser("run", parents=[common], help="start an optimization run")
-    run.add_argument("problem", help="problem name, e.g. kda or mla-decode")
+    run.add_argument("problem", nargs="?", help="problem name, e.g. kda or mla-decode (not with --continue)")
     run.add_argument("--goal", type=float, default=None, help="target value: speedup (e.g. 2.0) or roofline fraction (e.g. 0.6)")
     run.add_argument("--objective", choices=("speedup", "roofline"), default=None, help="what the goal measures (default: speedup)")
     run.add_argument("--iterations", type=int, default=None, help="iteration budget")
@@ -44,6 +45,7 @@ def register(subparsers) -> None:
     run.add_argument("--candidates", type=int, default=None, help="candidates per iteration")
     run.add_argument("--seed", type=int, default=None, help="proposer seed")
     run.add_argument("--wait", action="store_true", help="watch the run until it ends")
+    lineage.add_flags(run)
     run.set_defaults(handler=run_command)
 
     runs = subparsers.add_parser("runs", parents=[common], help="list runs")
@@ -214,11 +216,22 @@ def run_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def run_command(args: argparse.Namespace) -> int:
+    problem = lineage.usage_error(args)
+    if problem:
+        print(f"marathon run: {problem}", file=sys.stderr)
+        return 2
+    return start_run(args)
+
+
 @_calling
-def run_command(client, args: argparse.Namespace) -> int:
-    run = client.create_run(run_body(args))
+def start_run(client, args: argparse.Namespace) -> int:
+    if args.continue_run:
+        run = client.continue_run(args.continue_run, lineage.continue_body(args))
+    else:
+        run = client.create_run(lineage.with_parent(run_body(args), args))
     run_id = run["id"]
-    print(f"started run {run_id} ({args.problem})")
+    print(f"started run {run_id} ({lineage.started_text(args)})")
     for label, key in LINKS:
         if run.get(key):
             print(f"  {label:12} {run[key]}")
