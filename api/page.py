@@ -290,7 +290,8 @@ def _parent_row(data: PageData) -> list[tuple[str, str]]:
     if not data.from_run:
         return []
     label = "Continues run" if data.from_kind == "continue" else "Forked from run"
-    link = f'<a id="parent-link" href="/runs/{esc(quote(data.from_run, safe=''))}/page">{esc(data.from_run)}</a>'
+    href = "/runs/" + quote(data.from_run, safe="") + "/page"
+    link = f'<a id="parent-link" href="{esc(href)}">{esc(data.from_run)}</a>'
     return [(label, link)]
 
 
