@@ -217,10 +217,7 @@ def run_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    problem = lineage.usage_error(args)
-    if problem:
-        print(f"marathon run: {problem}", file=sys.stderr)
-        return 2
+    lineage.check_usage(args)
     return start_run(args)
 
 
@@ -281,6 +278,8 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     ]
     if run.get("phase"):
         lines.append(f"  phase        {run['phase']}")
+    if run.get("from_run"):
+        lines.append(f"  {'continues' if run.get('from_kind') == 'continue' else 'forked from':12} {run['from_run']}")
     lines += [
         f"  iteration    {run.get('iteration', 0)}" + (f" of {iterations}" if iterations else ""),
         f"  best         {format_speedup(run.get('best_speedup'), _timing_kind(run))}",

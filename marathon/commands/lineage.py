@@ -21,6 +21,15 @@ def add_flags(run: argparse.ArgumentParser) -> None:
         help="fork a run: start from its best kernel and notebook with this command's own goal and budget "
         "(PROBLEM must be the parent's)",
     )
+    # So a bad combination gets argparse's usage line and exit code 2, like any usage error.
+    run.set_defaults(run_parser=run)
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """Exit 2 with the usage line when the arguments do not go together."""
+    problem = usage_error(args)
+    if problem:
+        args.run_parser.error(problem)
 
 
 def usage_error(args: argparse.Namespace) -> Optional[str]:
