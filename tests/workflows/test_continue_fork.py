@@ -114,7 +114,8 @@ async def test_continued_and_forked_runs_start_from_the_parents_champion_and_not
             parent = await temporal_client.execute_workflow(
                 OptimizeKernelWorkflow.run, toy_input(parent_id, evaluate_queue), id=parent_id, task_queue=queue
             )
-            parent_notebook = await temporal_client.get_workflow_handle(parent_id).query("notebook", result_type=Notebook)
+            parent_handle = temporal_client.get_workflow_handle(parent_id)
+            parent_notebook = await parent_handle.query("notebook", result_type=Notebook)
             # What the API hands a continued and a forked child (the notebook from the finished
             # parent's own query, answered by the worker replaying it).
             continued_start = await start_from(gateway, url, parent_id, "continue")
@@ -160,7 +161,8 @@ async def test_continued_and_forked_runs_start_from_the_parents_champion_and_not
     # The parent's champion is a point the search found, not the seed kernel.
     assert parent.best is not None and parent_best_sha == parent.best.source_sha
     assert parent_best_knobs != space.DEFAULT
-    assert continued_start.champion.source_sha == parent_best_sha and continued_start.champion.knobs == parent_best_knobs
+    champion = continued_start.champion
+    assert champion.source_sha == parent_best_sha and champion.knobs == parent_best_knobs
     assert continued_start.notebook == parent_notebook and continued_start.iteration == PARENT_ITERATIONS
     assert forked_start.iteration == 0
 
@@ -197,7 +199,8 @@ async def test_continued_and_forked_runs_start_from_the_parents_champion_and_not
         assert judged and not judged[0].confirm
         # Only the first iteration carries it; the child's best went through confirmation.
         assert sum(1 for row in rows if row[0] == first_iteration) == CANDIDATES + 1
-        assert all(sum(1 for row in rows if row[0] == i) == CANDIDATES for i in {row[0] for row in rows} - {first_iteration})
+        later = {row[0] for row in rows} - {first_iteration}
+        assert all(sum(1 for row in rows if row[0] == i) == CANDIDATES for i in later)
         best = [row for row in rows if row[6]]
         assert len(best) == 1 and best[0][7].startswith("confirmed:")
         assert best[0][5] == max(row[5] for row in rows)
