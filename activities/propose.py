@@ -42,6 +42,25 @@ def check_request(request: ProposeInput) -> list[str]:
     return errors
 
 
+def inherited_history(request: ProposeInput) -> list[PastAttempt]:
+    """A run that continues or forks another has no attempts of its own at first: its search
+    starts from the kernel it inherited (that kernel's knobs, with its score in the parent run)."""
+    best = request.best
+    if best is None or best.knobs is None:
+        return []
+    return [
+        PastAttempt(
+            iteration=0,
+            index=0,
+            strategy=best.strategy,
+            knobs=dict(best.knobs),
+            status="ok",
+            speedup=best.speedup,
+            roofline=best.roofline,
+        )
+    ]
+
+
 def make_proposer(kind: str, settings: Settings) -> Proposer:
     if kind == "search":
         from activities.proposers.search import SearchProposer
@@ -159,7 +178,7 @@ class ProposeActivities:
     async def _context(self, request: ProposeInput, problem: Problem) -> ProposalContext:
         context = ProposalContext(request=request, problem=problem)
         if request.proposer.kind == "search":
-            context.history = await asyncio.to_thread(self._read_history, request)
+            context.history = await asyncio.to_thread(self._read_history, request) or inherited_history(request)
         else:
             context.best_source = await asyncio.to_thread(self._read_best_source, request, problem)
         return context

@@ -95,6 +95,8 @@ class Recorder:
                     proposer=info.proposer,
                     candidates_per_iteration=info.candidates_per_iteration,
                     workflow_id=info.workflow_id,
+                    from_run=info.from_run,
+                    from_kind=info.from_kind,
                 )
                 created = True
             update_run(

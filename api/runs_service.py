@@ -119,6 +119,8 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         run_page_url=run_page_url(settings, run.id),
         temporal_url=temporal_url,
         waiting_for=live.waiting_for if live else "",
+        from_run=run.from_run,
+        from_kind=run.from_kind,
     )
     status = live.run_status if live else None
     if status is not None:

@@ -36,6 +36,10 @@ class Run(Base):
     # What the run has used (iterations, hours, gpu_seconds, tokens), as of its last record.
     budget_used: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
     workflow_id: Mapped[str] = mapped_column(String(200))
+    # The run this one continues ("continue") or was forked from ("fork"), if any. No foreign
+    # key: a child keeps naming its parent even where the parent's rows were removed.
+    from_run: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
+    from_kind: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 

@@ -46,10 +46,15 @@ def create_run(
     proposer: Any,
     candidates_per_iteration: int,
     workflow_id: str,
+    from_run: Optional[str] = None,
+    from_kind: Optional[str] = None,
 ) -> Run:
-    """Insert a run in status ``running``; ``goal``/``budget``/``proposer`` are dataclasses or dicts."""
+    """Insert a run in status ``running``; ``goal``/``budget``/``proposer`` are dataclasses or dicts.
+    ``from_run`` names the run it continues (``from_kind`` "continue") or was forked from ("fork")."""
     if candidates_per_iteration < 1:
         raise ValueError(f"candidates_per_iteration must be >= 1, got {candidates_per_iteration}")
+    if (from_run is None) != (from_kind is None) or from_kind not in (None, "continue", "fork"):
+        raise ValueError(f"from_run and from_kind (continue or fork) go together, got {from_run!r} and {from_kind!r}")
     run = Run(
         id=run_id,
         problem=problem,
@@ -61,6 +66,8 @@ def create_run(
         iteration=0,
         stop_reason="",
         workflow_id=workflow_id,
+        from_run=from_run,
+        from_kind=from_kind,
     )
     session.add(run)
     session.flush()

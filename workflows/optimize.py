@@ -28,6 +28,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import lineage
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.types import (
@@ -100,6 +101,7 @@ def _no_worker(error: BaseException) -> bool:
 def input_problems(input: OptimizeInput) -> list[str]:
     """Why a run cannot start with this input; empty when it can."""
     errors = input.goal.problems() + input.budget.problems() + input.proposer.problems()
+    errors += lineage.start_problems(input.start_from)
     if not input.problem:
         errors.append("problem must be named")
     if not 1 <= input.candidates_per_iteration <= 64:
@@ -222,6 +224,7 @@ class OptimizeKernelWorkflow:
         first_segment = state.started_at is None
         if first_segment:
             state.started_at = workflow.now().isoformat()
+            lineage.seed_state(state, input.start_from)
         self._publish()
         await self._sync_store(create=first_segment)
 
@@ -298,6 +301,7 @@ class OptimizeKernelWorkflow:
         results = await self._evaluate_all(iteration, candidates)
         if results is None:
             return  # stopped, or no evaluation worker (the run paused itself and redoes this iteration)
+        state.inherited = None  # judged in this run now: from here on only this run's own best counts
         champion = await self._confirm_champion(iteration, candidates, results)
         await self._record_all(iteration, candidates, results, champion)
 
@@ -330,7 +334,7 @@ class OptimizeKernelWorkflow:
             count=inp.candidates_per_iteration,
             proposer=inp.proposer,
             notebook=state.notebook,
-            best=state.best,
+            best=lineage.proposal_base(state),
             last_feedback=state.last_feedback,
             tokens_left=nb.tokens_left(inp.budget, state),
         )
@@ -355,6 +359,7 @@ class OptimizeKernelWorkflow:
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None
         state.tokens += result.tokens_used
+        result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
         self._candidates_iteration = iteration
         self._candidates = [
             CandidateState(c.index, c.strategy[:120], "proposal_error" if c.error is not None else "proposed")
@@ -556,6 +561,8 @@ class OptimizeKernelWorkflow:
                 proposer=inp.proposer,
                 candidates_per_iteration=inp.candidates_per_iteration,
                 workflow_id=workflow.info().workflow_id,
+                from_run=inp.start_from.run_id if inp.start_from else None,
+                from_kind=inp.start_from.kind if inp.start_from else None,
             )
         status = self._status if stop_reason is not None else ("paused" if state.paused else "running")
         await workflow.execute_activity(

@@ -172,6 +172,9 @@ class BestKernel:
     roofline: Optional[float] = None
     report_sha: Optional[str] = None
     timing_kind: str = "gpu"
+    # The candidate's knobs, set on a kernel inherited from a parent run: the search proposer
+    # starts from that point when the run has no attempts of its own yet.
+    knobs: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -266,6 +269,9 @@ class RunCreateInfo:
     proposer: ProposerConfig
     candidates_per_iteration: int
     workflow_id: str
+    # The run this one continues or was forked from (``from_kind`` "continue" or "fork").
+    from_run: Optional[str] = None
+    from_kind: Optional[str] = None
 
 
 @dataclass
@@ -305,6 +311,25 @@ class RunState:
     last_feedback: list[str] = field(default_factory=list)
     seed_sha: Optional[str] = None
     pause_reason: str = ""
+    # A champion inherited from the parent run (``OptimizeInput.start_from``), not yet judged in
+    # this run: the first iteration evaluates it next to the proposals (``workflows/lineage.py``).
+    inherited: Optional[BestKernel] = None
+
+
+START_KINDS = ("continue", "fork")
+
+
+@dataclass
+class StartFrom:
+    """Where a run that continues or forks another starts: the parent's champion (by artifact
+    sha, never its text) and notebook. ``iteration`` is the parent's iteration count: a
+    continued run numbers its iterations on from it, a fork starts at 0."""
+
+    run_id: str
+    kind: str = "fork"
+    champion: Optional[BestKernel] = None
+    notebook: Notebook = field(default_factory=Notebook)
+    iteration: int = 0
 
 
 @dataclass
@@ -327,6 +352,8 @@ class OptimizeInput:
     gpu_wait_s: float = 1800.0
     evaluate_timeout_s: float = 900.0
     confirm_champions: bool = True
+    # Set when the run continues or forks another run: its champion and notebook seed this one.
+    start_from: Optional[StartFrom] = None
 
 
 @dataclass

@@ -55,6 +55,8 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     ]
     if run.get("phase"):
         lines.append(f"  phase        {run['phase']}")
+    if run.get("from_run"):
+        lines.append(f"  {'continues' if run.get('from_kind') == 'continue' else 'forked from':12} {run['from_run']}")
     lines += [
         f"  iteration    {run.get('iteration', 0)}" + (f" of {iterations}" if iterations else ""),
         f"  best         {format_speedup(run.get('best_speedup'), timing_kind(run))}",
