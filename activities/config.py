@@ -29,6 +29,8 @@ class LLMEndpoint:
         if not self.model:
             raise ValueError("the LLM model must be named (MARATHON_LLM_MODEL), got an empty name")
         if not 0 <= self.temperature <= 2:
-            raise ValueError(f"the LLM temperature must be in [0, 2] (MARATHON_LLM_TEMPERATURE), got {self.temperature}")
+            raise ValueError(
+                f"the LLM temperature must be in [0, 2] (MARATHON_LLM_TEMPERATURE), got {self.temperature}"
+            )
         if not self.timeout_s > 0:
             raise ValueError(f"the LLM timeout must be > 0 seconds (MARATHON_LLM_TIMEOUT_S), got {self.timeout_s}")

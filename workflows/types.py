@@ -2,8 +2,9 @@
 
 Every workflow and activity takes one of these dataclasses and returns one. New fields get
 defaults so that running workflows stay compatible; a field nobody reads may be deleted, because
-Temporal's data converter ignores keys a dataclass does not have (``tests/workflows/test_types_compat.py``). Nothing here imports torch, triton or
-anything with side effects: workflow modules import this file.
+Temporal's data converter ignores keys a dataclass does not have (``tests/workflows/test_types_compat.py``
+decodes old histories). Nothing here imports torch, triton or anything with side effects: workflow
+modules import this file.
 
 Large texts (kernel sources, judge reports) never travel inline: activities put them in the
 content-addressed artifact store (``store.artifacts``) and pass the sha256 key around.

@@ -206,7 +206,7 @@ class LLMProposer:
                 activity.logger.info(
                     "LLM %s at %s answered candidate %d/%d with %d tokens", model, endpoint, index + 1, request.count, tokens
                 )
-                proposal = self._proposal(reply, context)
+                proposal = self._proposal(reply)
                 proposal.transcript = transcript(
                     model=model, endpoint=endpoint, messages=messages, reply=reply, tokens=tokens, secret=secret
                 )
@@ -227,7 +227,7 @@ class LLMProposer:
         return reply, int(tokens)
 
     @staticmethod
-    def _proposal(reply: str, context: ProposalContext) -> Proposal:
+    def _proposal(reply: str) -> Proposal:
         parsed = parse_reply(reply)
         if parsed.source is None:
             return Proposal(source=reply, strategy=parsed.strategy, error=parsed.error)
