@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Optional
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -20,9 +19,11 @@ RUN_STATUSES_IN_STORE = ("running", "paused", "completed", "stopped", "failed")
 
 
 class Recorder:
-    """The store-writing activities, bound to one database (None: the settings' database)."""
+    """The store-writing activities, bound to one database."""
 
-    def __init__(self, database_url: Optional[str] = None) -> None:
+    def __init__(self, database_url: str) -> None:
+        if not database_url:
+            raise ValueError("Recorder needs the store's database URL, got none")
         self.database_url = database_url
 
     @activity.defn(name="record")

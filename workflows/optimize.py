@@ -86,6 +86,13 @@ COMPACT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=BAD_IN
 # cannot work on the next iteration either: the run ends ``failed`` with the reason. Runs whose
 # history predates this rule replay as they ran (they skipped the iteration).
 PROPOSER_FAILS_RUN = "proposer-failure-fails-run"
+# Whoever starts a run names its evaluation queue (the API: the settings' prefix and the
+# architecture); a new run without one fails at start. Runs started before that rule carried no
+# queue and meant "marathon-gpu-<gpu_arch>": their histories replay without this marker, so they
+# keep that queue (``_adopt_legacy_queue``, the one place it is derived) and carry it across
+# continue-as-new.
+EVALUATE_QUEUE_REQUIRED = "evaluate-queue-required"
+LEGACY_EVALUATE_QUEUE_PREFIX = "marathon-gpu-"
 
 
 def _no_worker(error: BaseException) -> bool:
@@ -112,6 +119,11 @@ def input_problems(input: OptimizeInput) -> list[str]:
         errors.append(f"notebook_limit must be >= 2, got {input.notebook_limit}")
     if not input.gpu_wait_s > 0 or not input.evaluate_timeout_s > 0:
         errors.append(f"gpu_wait_s and evaluate_timeout_s must be > 0, got {input.gpu_wait_s} and {input.evaluate_timeout_s}")
+    if not input.evaluate_task_queue:
+        errors.append(
+            "evaluate_task_queue must name the task queue of the evaluation workers (e.g. marathon-gpu-sm90), "
+            f"got {input.evaluate_task_queue!r}; the API fills it from MARATHON_GPU_TASK_QUEUE_PREFIX"
+        )
     return errors
 
 
@@ -216,7 +228,8 @@ class OptimizeKernelWorkflow:
 
     @workflow.run
     async def run(self, input: OptimizeInput) -> OptimizeResult:
-        problems = input_problems(input)
+        self._adopt_legacy_queue()
+        problems = input_problems(self._input)
         if problems:
             raise ApplicationError("invalid run input: " + "; ".join(problems), type="BadInput", non_retryable=True)
         state = self._state
@@ -246,6 +259,11 @@ class OptimizeKernelWorkflow:
             iterations_here += 1
 
         return await self._finish(reason)
+
+    def _adopt_legacy_queue(self) -> None:
+        """An old run's missing queue becomes the one it always meant (see EVALUATE_QUEUE_REQUIRED)."""
+        if self._input.evaluate_task_queue is None and not workflow.patched(EVALUATE_QUEUE_REQUIRED):
+            self._input.evaluate_task_queue = f"{LEGACY_EVALUATE_QUEUE_PREFIX}{self._input.gpu_arch}"
 
     def _stop_reason_now(self) -> str:
         hours = nb.hours_since(self._state.started_at, workflow.now())
@@ -368,7 +386,7 @@ class OptimizeKernelWorkflow:
         return result
 
     def _evaluate_queue(self) -> str:
-        return self._input.evaluate_task_queue or f"marathon-gpu-{self._input.gpu_arch}"
+        return self._input.evaluate_task_queue or ""
 
     async def _evaluate(self, iteration: int, candidate: Candidate, total: int, confirm: bool = False) -> EvaluateResult:
         inp = self._input

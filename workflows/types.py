@@ -1,8 +1,10 @@
 """Inputs, results and state of the optimization loop, shared by workflows, activities and the API.
 
 Every workflow and activity takes one of these dataclasses and returns one. New fields get
-defaults so that running workflows stay compatible. Nothing here imports torch, triton or
-anything with side effects: workflow modules import this file.
+defaults so that running workflows stay compatible; a field nobody reads may be deleted, because
+Temporal's data converter ignores keys a dataclass does not have (``tests/workflows/test_types_compat.py``
+decodes old histories). Nothing here imports torch, triton or anything with side effects: workflow
+modules import this file.
 
 Large texts (kernel sources, judge reports) never travel inline: activities put them in the
 content-addressed artifact store (``store.artifacts``) and pass the sha256 key around.
@@ -131,7 +133,6 @@ class Candidate:
     source_sha: str
     strategy: str
     knobs: Optional[dict[str, Any]] = None
-    parent_sha: Optional[str] = None
     error: Optional[str] = None
     # The LLM's prompt and reply for this candidate (artifact key), when an LLM wrote it.
     llm_sha: Optional[str] = None
@@ -221,7 +222,6 @@ class EvaluateResult:
     timing_kind: str = "gpu"
     gpu_seconds: float = 0.0
     report_sha: Optional[str] = None
-    device: str = ""
     profile: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -309,7 +309,6 @@ class RunState:
     paused: bool = False
     stop_requested: bool = False
     last_feedback: list[str] = field(default_factory=list)
-    seed_sha: Optional[str] = None
     pause_reason: str = ""
     # A champion inherited from the parent run (``OptimizeInput.start_from``), not yet judged in
     # this run: the first iteration evaluates it next to the proposals (``workflows/lineage.py``).
@@ -345,7 +344,9 @@ class OptimizeInput:
     continue_as_new_every: int = 100
     notebook_limit: int = 40
     state: Optional[RunState] = None
-    # Full name of the evaluation task queue; None means "marathon-gpu-<gpu_arch>".
+    # Full name of the evaluation task queue, required: whoever starts the run names it (the API
+    # from the settings' prefix and the architecture). Optional only so inputs of runs started
+    # before it was required still decode; the workflow fails a new run that lacks it.
     evaluate_task_queue: Optional[str] = None
     # How long an evaluation may wait for a worker to pick it up before the run pauses itself
     # (a missing GPU pool), in seconds.

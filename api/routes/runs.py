@@ -184,7 +184,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
         gpu_arch=arch,
-        # The workflow's own default hard-codes the "marathon-gpu-" prefix; the settings may not.
+        # The queue's name has one owner: the settings' prefix, here at the edge.
         evaluate_task_queue=f"{settings.gpu_task_queue_prefix}{arch}",
         start_from=start_from,
     )
