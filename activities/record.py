@@ -14,9 +14,7 @@ from typing import Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.types import RecordInput, RecordResult, RunProgressInput, RunProgressResult
-
-RUN_STATUSES_IN_STORE = ("running", "paused", "completed", "stopped", "failed")
+from workflows.types import RUN_STATUSES, RecordInput, RecordResult, RunProgressInput, RunProgressResult
 
 
 class Recorder:
@@ -66,9 +64,9 @@ class Recorder:
 
     @activity.defn(name="record_run")
     async def record_run(self, input: RunProgressInput) -> RunProgressResult:
-        if input.status not in RUN_STATUSES_IN_STORE:
+        if input.status not in RUN_STATUSES:
             raise ApplicationError(
-                f"run status must be one of {', '.join(RUN_STATUSES_IN_STORE)}, got {input.status!r}",
+                f"run status must be one of {', '.join(RUN_STATUSES)}, got {input.status!r}",
                 type="BadInput",
                 non_retryable=True,
             )

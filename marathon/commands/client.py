@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from marathon.progress import candidates_line, duration, elapsed_s, time_line
+from workflows.types import FINISHED_RUN_STATUSES, OBJECTIVES, Goal
 
-FINISHED = ("completed", "stopped", "failed")
+FINISHED = FINISHED_RUN_STATUSES
 ID_HELP = "the run's id, as `marathon run` printed it and `marathon runs` lists it (e.g. kda-1f3c2b9a0d4e)"
 LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
@@ -37,7 +38,7 @@ def register(subparsers) -> None:
     run = subparsers.add_parser("run", parents=[common], help="start an optimization run")
     run.add_argument("problem", help="problem name, e.g. kda or mla-decode")
     run.add_argument("--goal", type=float, default=None, help="target value: speedup (e.g. 2.0) or roofline fraction (e.g. 0.6)")
-    run.add_argument("--objective", choices=("speedup", "roofline"), default=None, help="what the goal measures (default: speedup)")
+    run.add_argument("--objective", choices=OBJECTIVES, default=None, help="what the goal measures (default: speedup)")
     run.add_argument("--iterations", type=int, default=None, help="iteration budget")
     run.add_argument("--hours", type=float, default=None, help="wall-clock budget in hours")
     run.add_argument("--proposer", choices=("search", "llm"), default=None, help="who writes candidates (default: search)")
@@ -78,7 +79,7 @@ def register(subparsers) -> None:
     goal.add_argument("id", help=ID_HELP)
     goal.add_argument("target", type=float, help="the new target: a speedup (2.5 for 2.5x) or a roofline fraction (0.6)")
     goal.add_argument(
-        "--objective", choices=("speedup", "roofline"), default=None, help="what the target measures (default: keep the run's)"
+        "--objective", choices=OBJECTIVES, default=None, help="what the target measures (default: keep the run's)"
     )
     goal.set_defaults(handler=goal_command)
 
@@ -177,11 +178,12 @@ def format_speedup(value: Optional[float], timing_kind: Optional[str] = None) ->
 
 
 def _goal_text(goal: Any) -> str:
+    """The goal as the API returned it, written by ``Goal.format_target``; what is not a goal, as it is."""
     if isinstance(goal, dict):
         target = goal.get("target")
-        if goal.get("objective", "speedup") == "roofline":
-            return f"{target:g} of roofline" if isinstance(target, (int, float)) else str(target)
-        return f"{target:g}x" if isinstance(target, (int, float)) else str(target)
+        if isinstance(target, (int, float)) and not isinstance(target, bool):
+            return Goal(objective=str(goal.get("objective", "speedup")), target=float(target)).format_target()
+        return str(target)
     return "-" if goal is None else str(goal)
 
 
