@@ -64,7 +64,8 @@ def statuses_the_workflow_sets() -> set[str]:
                 pairs = list(zip(target.elts, node.value.elts))
             for named, value in pairs:
                 if is_status(named):
-                    found |= {n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+                    strings = [n.value for n in ast.walk(value) if isinstance(n, ast.Constant)]
+                    found |= {text for text in strings if isinstance(text, str)}
     return found
 
 
