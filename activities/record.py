@@ -13,9 +13,7 @@ import dataclasses
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.types import RecordInput, RecordResult, RunProgressInput, RunProgressResult
-
-RUN_STATUSES_IN_STORE = ("running", "paused", "completed", "stopped", "failed")
+from workflows.types import RUN_STATUSES, RecordInput, RecordResult, RunProgressInput, RunProgressResult
 
 
 class Recorder:
@@ -67,9 +65,9 @@ class Recorder:
 
     @activity.defn(name="record_run")
     async def record_run(self, input: RunProgressInput) -> RunProgressResult:
-        if input.status not in RUN_STATUSES_IN_STORE:
+        if input.status not in RUN_STATUSES:
             raise ApplicationError(
-                f"run status must be one of {', '.join(RUN_STATUSES_IN_STORE)}, got {input.status!r}",
+                f"run status must be one of {', '.join(RUN_STATUSES)}, got {input.status!r}",
                 type="BadInput",
                 non_retryable=True,
             )

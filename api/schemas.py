@@ -16,7 +16,7 @@ from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerCo
 OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}
 TARGET_SCHEMA = {"exclusiveMinimum": 0}
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
-INTENT_SCHEMA = {"maxLength": 4000}
+INTENT_SCHEMA = {"maxLength": Goal.INTENT_LIMIT}
 
 
 class Strict(BaseModel):

@@ -24,6 +24,7 @@ class Run(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     problem: Mapped[str] = mapped_column(String(200), index=True)
+    # One of workflows.types.RUN_STATUSES (the "record_run" activity refuses others; tests/workflows/test_statuses.py).
     status: Mapped[str] = mapped_column(String(20), index=True, default="running")
     goal: Mapped[dict[str, Any]] = mapped_column(JSON)
     budget: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -58,6 +59,7 @@ class Attempt(Base):
     strategy: Mapped[str] = mapped_column(Text, default="")
     knobs: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON)
     source_sha: Mapped[str] = mapped_column(String(64))
+    # One of workflows.types.ATTEMPT_STATUSES: the judge's verdicts and "proposal_error".
     status: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text, default="")
     speedup: Mapped[Optional[float]] = mapped_column(Float)

@@ -13,33 +13,34 @@ content-addressed artifact store (``store.artifacts``) and pass the sha256 key a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 OBJECTIVES = ("speedup", "roofline")
 PROPOSER_KINDS = ("search", "llm")
+# The one list of run statuses: the workflow sets them, the store keeps them (the "record_run"
+# activity refuses any other), the API filters and reports them and the CLI reads them.
 RUN_STATUSES = ("running", "paused", "completed", "stopped", "failed")
-JUDGE_STATUSES = (
-    "ok",
-    "compile_error",
-    "runtime_error",
-    "incorrect",
-    "forbidden",
-    "timeout",
-    "crashed",
-    "suspicious",
-)
+# A run in one of these is over: no workflow is left to ask or steer.
+FINISHED_RUN_STATUSES = ("completed", "stopped", "failed")
+# The judge's verdicts. ``kernels.judge.report.STATUSES`` owns them; it is not imported here
+# because importing ``kernels.judge`` loads the judge's runner (subprocesses, sandboxing), which a
+# workflow module must not reach. tests/workflows/test_statuses.py ties the two lists.
+JUDGE_STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 ATTEMPT_STATUSES = JUDGE_STATUSES + ("proposal_error",)
 
 
 @dataclass
 class Goal:
-    """What the run is for.
+    """What the run is for, and the one owner of how a goal is checked, scored and written.
 
     objective "speedup": geometric mean of baseline time / candidate time over the
     problem's bench shapes (interpreter timings in CPU mode, labelled as such).
     objective "roofline": geometric mean of achieved fraction of the roofline.
     The goal is reached when the best value >= target * (1 - tolerance).
     """
+
+    # Longest free-text intent, in characters (the API's schema states it too).
+    INTENT_LIMIT: ClassVar[int] = 4000
 
     objective: str = "speedup"
     target: float = 2.0
@@ -57,9 +58,13 @@ class Goal:
             errors.append(f"a roofline fraction cannot exceed 1, got target {self.target}")
         if not 0 <= self.tolerance < 1:
             errors.append(f"goal tolerance must be in [0, 1), got {self.tolerance}")
-        if len(self.intent) > 4000:
-            errors.append(f"goal intent is limited to 4000 characters, got {len(self.intent)}")
+        if len(self.intent) > self.INTENT_LIMIT:
+            errors.append(f"goal intent is limited to {self.INTENT_LIMIT} characters, got {len(self.intent)}")
         return errors
+
+    def score(self, speedup: Optional[float], roofline: Optional[float]) -> Optional[float]:
+        """The figure this goal is measured in: the speedup, or the roofline fraction."""
+        return roofline if self.objective == "roofline" else speedup
 
     def reached(self, value: Optional[float]) -> bool:
         return value is not None and value >= self.target * (1 - self.tolerance)
@@ -70,7 +75,18 @@ class Goal:
             return 1.0
         return max(0.0, (self.target * (1 - self.tolerance) - value) / self.target)
 
+    def format_value(self, value: Optional[float]) -> str:
+        """A score as people read it: ``"1.32x"``, ``"41.0% of roofline"``, ``"-"`` for none."""
+        if value is None:
+            return "-"
+        return f"{value:.1%} of roofline" if self.objective == "roofline" else f"{value:.2f}x"
+
+    def format_target(self) -> str:
+        """The target in a few characters: ``"2x"``, ``"2.5x"``, ``"60% of roofline"``."""
+        return f"{self.target:.0%} of roofline" if self.objective == "roofline" else f"{self.target:g}x"
+
     def describe(self) -> str:
+        """The goal in words, with the user's intent: what the search attribute, prompt and page show."""
         unit = "x geomean speedup over the baseline" if self.objective == "speedup" else " of the roofline"
         text = f"{self.target:g}{unit}"
         return f"{text} ({self.intent})" if self.intent else text

@@ -16,6 +16,7 @@ from typing import Any
 from marathon.commands import lineage
 from marathon.commands.connection import calling_api, common_options
 from marathon.commands.display import follow, link_lines
+from workflows.types import OBJECTIVES
 
 
 def register(subparsers) -> None:
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
         "--goal", type=float, default=None, help="target value: speedup (e.g. 2.0) or roofline fraction (e.g. 0.6)"
     )
     run.add_argument(
-        "--objective", choices=("speedup", "roofline"), default=None, help="what the goal measures (default: speedup)"
+        "--objective", choices=OBJECTIVES, default=None, help="what the goal measures (default: speedup)"
     )
     run.add_argument("--iterations", type=int, default=None, help="iteration budget")
     run.add_argument("--hours", type=float, default=None, help="wall-clock budget in hours")
