@@ -15,12 +15,11 @@ from temporalio.client import WorkflowFailureError
 from activities.compact import Compactor
 from activities.propose import ProposeActivities
 from activities.record import Recorder
+from marathon.local_loop import local_loop
 from marathon.settings import Settings
-from marathon.workers import build_cpu_worker, build_gpu_worker
 from store.db import session_scope
 from store.repository import get_run, list_attempts
 from workflows import search_attributes as sa
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, OptimizeInput, ProposerConfig
 
 
@@ -39,12 +38,12 @@ async def _run(client, settings: Settings, store_url: str) -> tuple[str, BaseExc
         recorder.record,
         recorder.record_run,
     ]
-    cpu = build_cpu_worker(client, settings, task_queue=queue, activities=activities)
-    gpu = build_gpu_worker(client, settings, task_queue=evaluate_queue, activities=[evaluate])
-    async with cpu, gpu:
+    async with local_loop(
+        client, settings, task_queue=queue, evaluate_queue=evaluate_queue,
+        cpu_activities=activities, evaluate_activities=[evaluate],
+    ) as loop:
         with pytest.raises(WorkflowFailureError) as failure:
-            await client.execute_workflow(
-                OptimizeKernelWorkflow.run,
+            await loop.execute(
                 OptimizeInput(
                     run_id=run_id,
                     problem=TOY_PROBLEM,
@@ -54,9 +53,7 @@ async def _run(client, settings: Settings, store_url: str) -> tuple[str, BaseExc
                     candidates_per_iteration=2,
                     evaluate_task_queue=evaluate_queue,
                     gpu_wait_s=60.0,
-                ),
-                id=run_id,
-                task_queue=queue,
+                )
             )
         description = await client.get_workflow_handle(run_id).describe()
     assert description.typed_search_attributes.get(sa.STATUS) == "failed"
