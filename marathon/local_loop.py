@@ -38,10 +38,13 @@ class LocalLoop:
     async def start(self, input: OptimizeInput, **options: Any) -> WorkflowHandle[Any, OptimizeResult]:
         """Start the optimize workflow for ``input`` (workflow id: its run id) on this loop's
         CPU worker. ``options`` go to ``Client.start_workflow``."""
+        # A run whose evaluations go to a queue no worker polls would wait (then pause) for nothing.
         if self.evaluation_worker is not None and input.evaluate_task_queue != self.evaluate_queue:
+            queue = input.evaluate_task_queue
+            sent_to = repr(queue) if queue else f"the default queue of gpu_arch {input.gpu_arch!r}"
             raise ValueError(
-                f"run {input.run_id} sends its evaluations to {input.evaluate_task_queue!r}, but this loop's "
-                f"evaluation worker polls {self.evaluate_queue!r}: set evaluate_task_queue=loop.evaluate_queue"
+                f"run {input.run_id} sends its evaluations to {sent_to}, but this loop's evaluation worker "
+                f"polls {self.evaluate_queue!r}: set evaluate_task_queue=loop.evaluate_queue"
             )
         return await self.client.start_workflow(
             OptimizeKernelWorkflow.run, input, id=input.run_id, task_queue=self.task_queue, **options
