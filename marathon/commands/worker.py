@@ -45,7 +45,7 @@ def worker_command(args: argparse.Namespace) -> NoReturn:
 
 def restart_without_secrets() -> None:
     """An evaluation worker runs untrusted kernels, so it holds no secret but the store's URL
-    (the policy of ``marathon up``, ``devstack.role_env``). Started by hand from an environment
+    (the policy of ``marathon up``, ``processes.role_env``). Started by hand from an environment
     with more (an LLM key, a cloud token), it starts itself again without them: deleting them
     from ``os.environ`` would not do, ``/proc/<pid>/environ`` keeps what the process started with.
     Under ``marathon up`` the environment is already clean and nothing happens."""
@@ -53,7 +53,7 @@ def restart_without_secrets() -> None:
     import os
     import sys
 
-    from marathon.devstack import role_env
+    from marathon.processes import role_env
 
     env = role_env("evaluator", os.environ)
     if env == dict(os.environ):
