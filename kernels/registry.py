@@ -24,6 +24,7 @@ from importlib import metadata
 from kernels.problem import Problem, load_object
 
 ENTRY_POINT_GROUP = "marathon.problems"
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 _DEFINITIONS = {
     "kda": "kernels.kda.definition",
@@ -104,7 +105,7 @@ def problem_source(name: str) -> ProblemSource:
     """Where the problem called ``name`` lives. Built-ins and object paths travel by name (the
     judge has always loaded those); an entry point's problem travels as its object path plus
     the folder of its top-level package."""
-    if ":" in name or name in _DEFINITIONS:
+    if name in _DEFINITIONS:
         return ProblemSource(name)
     path = object_path(name)
     top = path.partition(":")[0].split(".")[0]
@@ -116,4 +117,8 @@ def problem_source(name: str) -> ProblemSource:
     else:
         code = (os.path.realpath(spec.origin),) if spec.origin else ()
     roots = tuple(dict.fromkeys(os.path.dirname(p) for p in code))
+    if ":" in name and roots == (_PROJECT_ROOT,):
+        # Object paths imported from this checkout's root (tests' toy problems): the judge's
+        # children have that root on their path, and the sandbox reads their module file only.
+        return ProblemSource(name)
     return ProblemSource(path, roots, code)
