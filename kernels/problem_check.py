@@ -125,7 +125,9 @@ def check_inputs(problem) -> list[str]:
 
 
 def _agreement(label: str, fn: Callable[..., Any], problem, reference: Callable[..., Any], share: float) -> list[str]:
-    tolerance = problem.tolerance.get(problem.cpu_dtype, 0.0) * share
+    if problem.cpu_dtype not in problem.tolerance:
+        return []  # the tolerance check says what is missing
+    tolerance = problem.tolerance[problem.cpu_dtype] * share
     wrong = []
     for shape in problem.shapes.get("cpu", ()):
         inputs = problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype)
@@ -188,14 +190,15 @@ def check_seed_kernel(problem, name: str, insecure_no_isolation: bool) -> list[s
     return []
 
 
-CHECKS: tuple[tuple[str, Callable[..., list[str]]], ...] = (
-    ("shapes", check_shapes),
-    ("tolerance", check_tolerance),
-    ("roofline", check_roofline),
-    ("inputs", check_inputs),
-    ("reference", check_reference),
-    ("baseline", check_baseline),
-    ("space", check_space),
+# (name, check, the checks it needs to have passed: they run at the shapes and on the inputs)
+CHECKS: tuple[tuple[str, Callable[..., list[str]], tuple[str, ...]], ...] = (
+    ("shapes", check_shapes, ()),
+    ("tolerance", check_tolerance, ()),
+    ("roofline", check_roofline, ("shapes",)),
+    ("inputs", check_inputs, ("shapes",)),
+    ("reference", check_reference, ("shapes", "inputs")),
+    ("baseline", check_baseline, ("shapes", "inputs", "reference")),
+    ("space", check_space, ()),
 )
 
 
@@ -209,12 +212,19 @@ def check_problem(name: str, *, run_judge: bool = True, insecure_no_isolation: b
     except Exception as error:
         return [Finding("load", False, f"{type(error).__name__}: {error}")]
     findings = [Finding("load", True, f"{problem.name}: {problem.title}")]
-    for label, check in CHECKS:
+    passed = {"load"}
+    for label, check, needs in CHECKS:
+        blocked = [need for need in needs if need not in passed]
+        if blocked:
+            findings.append(Finding(label, False, f"not run: fix {', '.join(blocked)} first"))
+            continue
         try:
             wrong = check(problem)
         except Exception as error:
             wrong = [f"raised {type(error).__name__}: {error}"]
         findings.append(Finding(label, not wrong, "; ".join(wrong) or "as the contract asks"))
+        if not wrong:
+            passed.add(label)
     if not run_judge:
         return findings
     if not all(f.ok for f in findings):
