@@ -5,7 +5,7 @@ A problem is one ``Problem`` object. The built-in ones live in ``kernels/kda`` a
 is found by an entry point (``[project.entry-points."marathon.problems"]``, name = the problem's
 name, value = ``"your_package.definition:PROBLEM"``) or by its object path
 ``"your_package.definition:PROBLEM"`` (kernels/registry.py). ``examples/rmsnorm_residual`` is a
-complete one; docs/problems.md walks through it; ``marathon problem check NAME`` validates one.
+complete one; README.md ("Your own kernel") walks through it; ``marathon problem check NAME`` validates one.
 
 The definition is data: names, shapes, tolerances and the formulas of the roofline. Everything
 else (the judge, the benchmark, the search proposer, the API) reads it instead of repeating it.
