@@ -109,8 +109,9 @@ def check_inputs(problem) -> list[str]:
     wrong = []
     for regime in problem.regimes:
         for shape in problem.shapes.get("cpu", ()):
-            make = lambda seed: problem.make_inputs(tuple(shape), seed, "cpu", problem.cpu_dtype, regime=regime)  # noqa: E731
-            first, again, other = make(SEEDS[0]), make(SEEDS[0]), make(SEEDS[1])
+            args = (tuple(shape),)
+            first, again, other = (problem.make_inputs(*args, seed, "cpu", problem.cpu_dtype, regime=regime)
+                                   for seed in (SEEDS[0], SEEDS[0], SEEDS[1]))
             where = f"make_inputs{tuple(shape)!r} (regime {regime!r})"
             if list(first) != list(problem.input_names):
                 wrong.append(f"{where} gives {list(first)}; input_names says {list(problem.input_names)} (same order)")

@@ -6,8 +6,8 @@ point of ``marathon.problems`` installed next to it), and writes each one's publ
 (kernels/describe.py) to the store's ``problems`` table, with its own identity. The CPU worker
 is the one to do it: it holds the store's URL (marathon/devstack.py role_env), and it is the
 one that needs the problem first (the search proposer renders candidates from its space). The
-evaluation workers load it by name when they judge; one that lacks the package reports the
-attempt as a runtime_error that says so.
+evaluation workers load it by name when they judge; one that lacks the package records the
+attempt as ``crashed`` with the loader's message (unknown problem ...).
 
 A problem that cannot be loaded is left out with the reason in the log; the worker still starts.
 """

@@ -47,7 +47,9 @@ def pythonpath(folder: Path) -> str:
     return os.pathsep.join(parts)
 
 
-def install_here(folder: Path, entry_points: dict[str, str] | None = None, name: str = "marathon_checkout") -> list[str]:
+def install_here(
+    folder: Path, entry_points: dict[str, str] | None = None, name: str = "marathon_checkout"
+) -> list[str]:
     """Stage and put on this process's sys.path; returns the entries added (for ``uninstall_here``)."""
     added = [p for p in (str(EXAMPLE_ROOT), str(stage(folder, entry_points, name))) if p not in sys.path]
     sys.path.extend(added)

@@ -95,5 +95,6 @@ def test_the_example_problem_passes_by_its_entry_point_name(tmp_path):
 def test_a_broken_problem_exits_one_naming_the_clause():
     result = _check("tests.problems.broken:SEED_IGNORED", "--no-judge")
     assert result.returncode == 1
-    assert "FAIL  inputs: make_inputs(100,) (regime 'default') gives the same tensors for seeds 0 and 1" in result.stdout
+    expected = "FAIL  inputs: make_inputs(100,) (regime 'default') gives the same tensors for seeds 0 and 1"
+    assert expected in result.stdout
     assert "FAIL  judge" not in result.stdout
