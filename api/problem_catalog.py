@@ -3,7 +3,9 @@
 The API never looks for entry points itself: a problem of your own lives in a package the API
 need not have. A CPU worker that has it installed registers it when it starts (the ``problems``
 table, written by marathon/problem_registration.py); from then on it is listed and runs on it
-are accepted. A name that is neither is refused with the list of both kinds.
+are accepted while one of the workers that registered it polls the CPU queue (so a problem whose
+worker is gone is refused with a 409 naming it). A name that is neither is refused with the list
+of both kinds (422).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Known:
     description: dict[str, Any]
     worker: Optional[str] = None
     registered_at: Any = None
+    workers: tuple[str, ...] = ()
 
 
 def known_problems(database_url: str) -> list[Known]:
@@ -40,7 +43,19 @@ def known_problems(database_url: str) -> list[Known]:
 def registered(database_url: str, name: str) -> Optional[Known]:
     with session_scope(database_url, read_only=True) as session:
         row = repository.get_registered_problem(session, name)
-        return None if row is None else Known(row.name, dict(row.description), row.worker, row.registered_at)
+        if row is None:
+            return None
+        return Known(row.name, dict(row.description), row.worker, row.registered_at, tuple(row.workers or ()))
+
+
+def not_served_message(known: Known, polling: list[str], queue: str) -> str:
+    """Why a registered problem is refused: none of the workers that registered it polls now."""
+    return (
+        f"run not started: problem {known.name!r} was registered by CPU worker(s) {', '.join(known.workers)}, "
+        f"none of which polls task queue {queue} now (polling: {', '.join(polling) or 'none'}). Start a CPU "
+        "worker that has its package installed (`marathon up`, or `marathon worker cpu`): it registers the "
+        "problem when it starts"
+    )
 
 
 def unknown_message(name: str, database_url: str) -> str:

@@ -118,5 +118,8 @@ class RegisteredProblem(Base):
     description: Mapped[dict[str, Any]] = mapped_column(JSON)
     # Its object path ("package.module:PROBLEM") on the worker that registered it.
     source: Mapped[str] = mapped_column(String(1000))
+    # The latest worker to register it, and every recent one (newest last, at most
+    # REGISTRANTS_KEPT): the API accepts a run when one of them polls (api/problem_catalog.py).
     worker: Mapped[str] = mapped_column(String(300))
+    workers: Mapped[list[str]] = mapped_column(JSON, default=list)
     registered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -341,6 +341,10 @@ def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[
     )
 
 
+# A worker's identity holds its pid, so each restart registers anew; the oldest are forgotten.
+REGISTRANTS_KEPT = 16
+
+
 def register_problem(session: Session, *, name: str, description: dict[str, Any], source: str, worker: str) -> None:
     """Insert or refresh the registration of problem ``name`` (the last worker to start wins)."""
     if not name or len(name) > 200:
@@ -352,6 +356,7 @@ def register_problem(session: Session, *, name: str, description: dict[str, Any]
     row.description = dict(description)
     row.source = source[:1000]
     row.worker = worker[:300]
+    row.workers = ([w for w in (row.workers or []) if w != row.worker] + [row.worker])[-REGISTRANTS_KEPT:]
     row.registered_at = utcnow()
     session.flush()
 

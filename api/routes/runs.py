@@ -47,7 +47,11 @@ ERRORS = {
     400: {"model": Message, "description": "The body is not UTF-8 JSON"},
     401: {"model": Message, "description": "Missing or invalid token"},
     404: {"model": Message, "description": "Unknown run"},
-    409: {"model": Message, "description": "The run has finished, or the proposer it asks for has no endpoint"},
+    409: {
+        "model": Message,
+        "description": "The run has finished, the proposer it asks for has no endpoint, or no worker that "
+        "registered its problem polls",
+    },
     413: {"model": Message, "description": "Request body too large"},
     503: {"model": Message, "description": "Temporal is not reachable, or no evaluation worker polls"},
 }
@@ -117,6 +121,25 @@ async def _evaluation_arch(temporal, settings) -> str:
     return arch
 
 
+async def _check_problem_served(temporal, settings, name: str) -> None:
+    """Refuse a run on a registered problem when none of the CPU workers that registered it polls:
+    the package it needs may be on no machine that is serving now."""
+    if ":" in name or name in builtin_problem_names():
+        return
+    known = await run_in_threadpool(problem_catalog.registered, settings.resolved_database_url, name)
+    if known is None:
+        return
+    try:
+        polling = await temporal.cpu_identities(settings.worker_wait_s)
+    except TemporalUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+    if set(polling) & set(known.workers):
+        return
+    raise HTTPException(
+        status.HTTP_409_CONFLICT, problem_catalog.not_served_message(known, polling, settings.cpu_task_queue)
+    )
+
+
 async def _check_proposer(temporal, settings, proposer) -> None:
     """Refuse an LLM run no CPU worker can serve: none polling has an endpoint configured."""
     if proposer.kind != "llm" or proposer.base_url:
@@ -171,6 +194,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
     if errors:
         raise RequestValidationError(errors)
+    await _check_problem_served(temporal, settings, body.problem)
     await _check_proposer(temporal, settings, proposer)
     arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
     run = OptimizeInput(

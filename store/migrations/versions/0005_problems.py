@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column("description", sa.JSON(), nullable=False),
         sa.Column("source", sa.String(1000), nullable=False),
         sa.Column("worker", sa.String(300), nullable=False),
+        sa.Column("workers", sa.JSON(), nullable=False),
         sa.Column("registered_at", sa.DateTime(timezone=True), nullable=False),
     )
 
