@@ -94,8 +94,8 @@ class Problem:
     times it against the first of ``baselines``.
 
     Attributes:
-        name: registry key, e.g. ``"kda"``: lower case letters, digits and ``-``. For an entry
-            point it must equal the entry point's name.
+        name: registry key, e.g. ``"kda"``: lower case letters, digits and ``-`` (``problem check``
+            checks it). For an entry point it must equal the entry point's name.
         title: one line for people.
         input_names: keyword arguments of ``kernel(**inputs)``, in order.
         dims: names of the shape tuple, e.g. ``("B", "T", "H", "D")``.

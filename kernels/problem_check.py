@@ -4,6 +4,7 @@ Each check says what it found; a failed one says exactly what is wrong and what 
 checks run on the CPU at the problem's ``cpu`` shapes and ``cpu_dtype``, so they need no GPU:
 
 - load: the name or object path gives a ``Problem`` (and an entry point's name matches);
+- name: lower case letters, digits and ``-``;
 - shapes: ``verify``, ``bench`` and ``cpu`` present, non-empty, one positive size per dim;
 - tolerance: an entry for ``gpu_dtype`` and ``cpu_dtype``, each in (0, 1);
 - roofline: ``flops`` and ``bytes_moved`` positive and finite at every listed shape;
@@ -18,10 +19,12 @@ checks run on the CPU at the problem's ``cpu`` shapes and ``cpu_dtype``, so they
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 SHAPE_SETS = ("verify", "bench", "cpu")
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 SEEDS = (0, 1)
 # Two float64 formulations of one function, returned as float32, differ by float32 rounding:
 # a tenth of the float32 tolerance leaves room for that and none for a real disagreement.
@@ -60,6 +63,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
         elif a[key] != b[key]:
             return False
     return True
+
+
+def check_name(problem) -> list[str]:
+    if NAME_PATTERN.fullmatch(problem.name):
+        return []
+    return [f"name {problem.name!r} must be lower case letters, digits and '-' (at most 64, starting with a "
+            "letter or digit): it names runs, URLs and the entry point"]
 
 
 def check_shapes(problem) -> list[str]:
@@ -193,6 +203,7 @@ def check_seed_kernel(problem, name: str, insecure_no_isolation: bool) -> list[s
 
 # (name, check, the checks it needs to have passed: they run at the shapes and on the inputs)
 CHECKS: tuple[tuple[str, Callable[..., list[str]], tuple[str, ...]], ...] = (
+    ("name", check_name, ()),
     ("shapes", check_shapes, ()),
     ("tolerance", check_tolerance, ()),
     ("roofline", check_roofline, ("shapes",)),

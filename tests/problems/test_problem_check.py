@@ -32,6 +32,7 @@ BROKEN = {
                           "the reference at N=100: relative RMS error 0.001 > 1e-06"),
     "WRONG_OUTPUT_SHAPE": ("reference", "reference at N=100 gives (99,); output() says (100,)"),
     "WRONG_BASELINE": ("baseline", "baseline 'eager' differs from the reference at N=100"),
+    "BAD_NAME": ("name", "name 'Scaled Add' must be lower case letters, digits and '-'"),
     "DEFAULT_OUTSIDE_SPACE": ("space", "DEFAULT['block'] = 48 is not one of SPACE['block'] = [16, 32, 64]"),
 }
 
@@ -43,7 +44,7 @@ def test_each_broken_clause_is_named(variant):
     assert check in failed, failed
     assert message in failed[check]
     # Only that clause, and what depends on it, fails.
-    independent = {"shapes", "tolerance", "space"} - {check}
+    independent = {"name", "shapes", "tolerance", "space"} - {check}
     assert not independent & set(failed), failed
 
 
@@ -80,7 +81,7 @@ def test_a_sound_problem_passes_every_check_and_exits_zero():
     report = json.loads(result.stdout)
     assert report["ok"] is True
     assert [f["check"] for f in report["findings"]] == [
-        "load", "shapes", "tolerance", "roofline", "inputs", "reference", "baseline", "space", "judge"]
+        "load", "name", "shapes", "tolerance", "roofline", "inputs", "reference", "baseline", "space", "judge"]
 
 
 def test_the_example_problem_passes_by_its_entry_point_name(tmp_path):
