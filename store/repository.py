@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from store.models import ApiToken, Attempt, Run, SteeringEvent, utcnow
+from store.models import ApiToken, Attempt, RegisteredProblem, Run, SteeringEvent, utcnow
 
 TOKEN_PREFIX = "mt_"
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
@@ -346,3 +346,31 @@ def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[
             .limit(limit)
         ).all()
     )
+
+
+# A worker's identity holds its pid, so each restart registers anew; the oldest are forgotten.
+REGISTRANTS_KEPT = 16
+
+
+def register_problem(session: Session, *, name: str, description: dict[str, Any], source: str, worker: str) -> None:
+    """Insert or refresh the registration of problem ``name`` (the last worker to start wins)."""
+    if not name or len(name) > 200:
+        raise ValueError(f"a problem name has 1 to 200 characters, got {len(name)}: {name[:40]!r}")
+    row = session.get(RegisteredProblem, name)
+    if row is None:
+        row = RegisteredProblem(name=name)
+        session.add(row)
+    row.description = dict(description)
+    row.source = source[:1000]
+    row.worker = worker[:300]
+    row.workers = ([w for w in (row.workers or []) if w != row.worker] + [row.worker])[-REGISTRANTS_KEPT:]
+    row.registered_at = utcnow()
+    session.flush()
+
+
+def list_registered_problems(session: Session) -> list[RegisteredProblem]:
+    return list(session.scalars(select(RegisteredProblem).order_by(RegisteredProblem.name)).all())
+
+
+def get_registered_problem(session: Session, name: str) -> Optional[RegisteredProblem]:
+    return session.get(RegisteredProblem, name)

@@ -115,7 +115,11 @@ async def run_worker(args: argparse.Namespace) -> int:
         log.error("%s", error)
         return 1
     if args.kind == "cpu":
+        from marathon.problem_registration import register_problems
+
         worker = workers.build_cpu_worker(client, settings, task_queue=args.task_queue)
+        # Before polling: once this worker polls, the API may be asked to run on what it serves.
+        register_problems(settings.resolved_database_url, workers.cpu_identity(settings))
     else:
         device = workers.default_device() if args.device == "auto" else args.device
         worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue)
