@@ -36,7 +36,9 @@ def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
             "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
             "(not together with objective or target)",
         }
-    schema["examples"] = [{"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}]
+    schema["examples"] = [
+        {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
+    ]
 
 
 class GoalIn(Strict):

@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         usage="marathon COMMAND [options]   (marathon COMMAND --help: its options and an example)",
         description=DESCRIPTION,
         epilog="examples:\n  marathon up\n  marathon run kda --goal 2 --iterations 200\n  marathon runs\n"
-        "  marathon show RUN_ID\n\nDocs: README.md; the API's own at http://127.0.0.1:8000/docs once `marathon up` runs.",
+        "  marathon show RUN_ID\n\n"
+        "Docs: README.md; the API's own at http://127.0.0.1:8000/docs once `marathon up` runs.",
         formatter_class=_one_line_formatter,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", prog="marathon")

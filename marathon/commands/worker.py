@@ -25,7 +25,9 @@ def register(subparsers) -> None:
         choices=("auto", "cuda", "cpu"),
         help="gpu worker only: cuda, cpu (the Triton interpreter) or auto (cuda when torch sees one)",
     )
-    parser.add_argument("--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)")
+    parser.add_argument(
+        "--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)"
+    )
     parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for Temporal to answer")
     parser.add_argument("--insecure-no-isolation", action="store_true",
                         help="gpu worker only: judge candidates WITHOUT OS isolation (bubblewrap) where it cannot be "

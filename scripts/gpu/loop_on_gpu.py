@@ -45,7 +45,8 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
                 )
             )
             wall = time.perf_counter() - started
-    print(f"run {run_id} on {queue}: {result.status} ({result.stop_reason}), {result.iterations} iterations, {wall:.0f} s")
+    print(f"run {run_id} on {queue}: {result.status} ({result.stop_reason}), "
+          f"{result.iterations} iterations, {wall:.0f} s")
     if result.best:
         print(f"best: iteration {result.best.iteration} candidate {result.best.index} {result.best.strategy} "
               f"{result.best.speedup:.3f}x ({result.best.timing_kind})")
@@ -54,7 +55,8 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
         print(f"{count} attempts recorded")
         for a in attempts:
             speed = f"{a.speedup:.3f}x" if a.speedup else "-"
-            print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} {a.gpu_seconds:6.1f}s  {a.strategy}")
+            print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} "
+                  f"{a.gpu_seconds:6.1f}s  {a.strategy}")
     return 0
 
 
