@@ -6,8 +6,10 @@ Part of the loop's vocabulary (``workflows.types`` re-exports these names): noth
 anything with side effects.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: Temporal's converter resolves a dataclass's string
+# annotations in its module's namespace as the workflow sandbox sees it, where this module (reached
+# only through ``workflows.types``) may be absent ("name 'ClassVar' is not defined"); annotations
+# evaluated at class creation need no namespace.
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
