@@ -9,7 +9,7 @@ moving a call here changes no command of a run's history.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -91,43 +91,34 @@ async def evaluate(request: EvaluateInput, task_queue: str, gpu_wait_s: float, s
     )
 
 
-async def record(request: RecordInput, summary: str) -> RecordResult:
-    """Activity "record": one attempt into the store."""
+async def _on_own_queue(name: str, request: Any, result_type: type, timeout: timedelta, retry: RetryPolicy,
+                        summary: str) -> Any:
+    """Activity ``name`` on the workflow's own (CPU) queue, without a heartbeat."""
     return await workflow.execute_activity(
-        "record",
+        name,
         request,
-        result_type=RecordResult,
+        result_type=result_type,
         task_queue=workflow.info().task_queue,
-        start_to_close_timeout=STORE_TIMEOUT,
-        retry_policy=STORE_RETRY,
+        start_to_close_timeout=timeout,
+        retry_policy=retry,
         summary=summary,
     )
+
+
+async def record(request: RecordInput, summary: str) -> RecordResult:
+    """Activity "record": one attempt into the store."""
+    return await _on_own_queue("record", request, RecordResult, STORE_TIMEOUT, STORE_RETRY, summary)
 
 
 async def compact(request: CompactInput, summary: str) -> CompactResult:
     """Activity "compact": the notebook folded, by an LLM where one is configured."""
-    return await workflow.execute_activity(
-        "compact",
-        request,
-        result_type=CompactResult,
-        task_queue=workflow.info().task_queue,
-        start_to_close_timeout=COMPACT_TIMEOUT,
-        retry_policy=COMPACT_RETRY,
-        summary=summary,
-    )
+    return await _on_own_queue("compact", request, CompactResult, COMPACT_TIMEOUT, COMPACT_RETRY, summary)
 
 
 async def record_run(request: RunProgressInput) -> RunProgressResult:
     """Activity "record_run": the run row's status, iteration, best and budget used."""
-    return await workflow.execute_activity(
-        "record_run",
-        request,
-        result_type=RunProgressResult,
-        task_queue=workflow.info().task_queue,
-        start_to_close_timeout=STORE_TIMEOUT,
-        retry_policy=STORE_RETRY,
-        summary=f"run {request.status}",
-    )
+    return await _on_own_queue("record_run", request, RunProgressResult, STORE_TIMEOUT, STORE_RETRY,
+                               f"run {request.status}")
 
 
 # ---- what a failed call means -----------------------------------------------------------------
