@@ -46,8 +46,9 @@ def test_the_goal_says_what_is_wrong_with_it():
 
 
 def test_input_problems_name_each_bad_field():
-    assert rules.input_problems(OptimizeInput(run_id="r", problem="kda")) == []
-    bad = OptimizeInput(run_id="r", problem="", goal=Goal(target=-1), candidates_per_iteration=0, notebook_limit=1)
+    assert rules.input_problems(OptimizeInput(run_id="r", problem="kda", evaluate_task_queue="marathon-gpu-cpu")) == []
+    bad = OptimizeInput(run_id="r", problem="", goal=Goal(target=-1), candidates_per_iteration=0, notebook_limit=1,
+                        evaluate_task_queue="marathon-gpu-cpu")
     assert rules.input_problems(bad) == [
         "goal target must be > 0, got -1",
         "problem must be named",
