@@ -103,7 +103,18 @@ def list_runs(
     return list(page), count
 
 
-def update_run(
+# Who writes which fact of the run row (one owner each):
+# - create_run: the API's insert (problem, goal, budget, proposer, candidates, workflow id); the
+#   workflow's record_run inserts it only for runs started without the API (the soak, scripts).
+# - record_progress: the workflow, through its record and record_run activities (status, stop
+#   reason, iteration, best, goal, budget used).
+# - mark_ended: the API's background reconciler, for a row whose workflow is gone or closed
+#   without saying so (never started, terminated); it never overwrites a finished row.
+# Reads (the API's GET routes) write nothing.
+LIVE_STATUSES = ("running", "paused")
+
+
+def record_progress(
     session: Session,
     run_id: str,
     *,
@@ -115,14 +126,17 @@ def update_run(
     goal: Any = None,
     budget_used: Optional[dict[str, float]] = None,
 ) -> Run:
-    """Set the given fields (None leaves a field as it is); an unknown run raises KeyError."""
+    """The workflow's word on its run (None leaves a field as it is); an unknown run raises KeyError.
+
+    The iteration never moves backwards: the record activity writes iteration N before the
+    workflow's own state says N, and a record_run in between must not undo it."""
     run = session.get(Run, run_id)
     if run is None:
         raise KeyError(f"run {run_id} not found")
     if status is not None:
         run.status = status
     if iteration is not None:
-        run.iteration = iteration
+        run.iteration = max(run.iteration, iteration)
     if best_speedup is not None:
         run.best_speedup = best_speedup
     if best_attempt_id is not None:
@@ -136,6 +150,30 @@ def update_run(
     run.updated_at = utcnow()
     session.flush()
     return run
+
+
+def live_runs(session: Session, *, limit: int = 1000) -> list[Run]:
+    """Runs the store still calls running or paused, oldest first: what the reconciler checks."""
+    _check_page(0, limit)
+    query = select(Run).where(Run.status.in_(LIVE_STATUSES)).order_by(Run.created_at, Run.id).limit(limit)
+    return list(session.scalars(query).all())
+
+
+def mark_ended(session: Session, run_id: str, *, status: str, stop_reason: str) -> bool:
+    """End a row whose workflow is gone or closed without recording it; True if it was changed.
+
+    Only a row still running or paused is touched (one UPDATE, so a workflow that records its own
+    end at the same moment keeps its word)."""
+    if status in LIVE_STATUSES:
+        raise ValueError(f"mark_ended takes a final status, got {status!r}")
+    result = session.execute(
+        update(Run)
+        .where(Run.id == run_id, Run.status.in_(LIVE_STATUSES))
+        .values(status=status, stop_reason=stop_reason, updated_at=utcnow())
+        .execution_options(synchronize_session="fetch")
+    )
+    session.flush()
+    return result.rowcount == 1
 
 
 def _find_attempt(session: Session, run_id: str, iteration: int, index: int) -> Optional[Attempt]:
@@ -167,16 +205,16 @@ def record_attempt(
 
     A retry of the same (run_id, iteration, index) returns the row already there with
     created=False, also when two retries race (the loser's insert hits the unique constraint and
-    it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt and
-    its speedup the run's best; the run's iteration never moves backwards.
+    it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt.
+    Only attempt rows are written: the run's iteration and best are the workflow's progress,
+    written by ``record_progress`` (the record activity calls both in one transaction).
     """
     if iteration < 0 or index < 0:
         raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
     existing = _find_attempt(session, run_id, iteration, index)
     if existing is not None:
         return existing, False
-    run = session.get(Run, run_id)
-    if run is None:
+    if session.get(Run, run_id) is None:
         raise KeyError(f"run {run_id} not found")
     attempt = Attempt(
         run_id=run_id,
@@ -209,10 +247,6 @@ def record_attempt(
             .where(Attempt.run_id == run_id, Attempt.id != attempt.id, Attempt.is_best.is_(True))
             .values(is_best=False)
         )
-        run.best_attempt_id = attempt.id
-        run.best_speedup = speedup
-    run.iteration = max(run.iteration, iteration)
-    run.updated_at = utcnow()
     session.flush()
     return attempt, True
 
@@ -339,3 +373,24 @@ def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[
             .limit(limit)
         ).all()
     )
+
+
+# What the search proposer reads of each past attempt, in this order.
+HISTORY_COLUMNS = (Attempt.iteration, Attempt.index, Attempt.strategy, Attempt.knobs, Attempt.status,
+                   Attempt.speedup, Attempt.message, Attempt.roofline)
+
+
+def attempt_history(session: Session, run_id: str, *, before_iteration: int) -> list[tuple]:
+    """The run's attempts of iterations before ``before_iteration`` as plain tuples of
+    HISTORY_COLUMNS, ordered by (iteration, index).
+
+    One query over the (run_id, iteration, index) unique index, without sources, reports or
+    timestamps: the proposer re-reads its history every iteration, thousands of rows late in a run."""
+    if before_iteration < 0:
+        raise ValueError(f"before_iteration must be >= 0, got {before_iteration}")
+    rows = session.execute(
+        select(*HISTORY_COLUMNS)
+        .where(Attempt.run_id == run_id, Attempt.iteration < before_iteration)
+        .order_by(Attempt.iteration, Attempt.index)
+    ).all()
+    return [tuple(row) for row in rows]

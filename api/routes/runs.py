@@ -230,12 +230,10 @@ async def read_runs(
 
 @router.get("/{run_id}", response_model=RunPublic)
 async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) -> RunPublic:
-    """The store's row, refreshed from the workflow's status query while the run is live."""
+    """The store's row with Temporal's live state laid over it while the run is live (nothing is
+    written: the workflow records its own progress, the reconciler ends rows whose workflow is gone)."""
     run = await _load(settings, run_id)
-    live = None
-    if run.status not in service.TERMINAL_STATUSES:
-        live = await temporal.live_state(run_id)
-        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
+    live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
     return service.to_public(run, settings, temporal.ui_url(run_id), live)
 
 
@@ -310,7 +308,6 @@ async def _require_live(run_id: str, settings, temporal, doing: str):
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
     if not await temporal.is_running(run_id):
         live = await temporal.live_state(run_id)
-        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
         final = live.status or "finished"
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {final}; it can no longer be {doing}")
     return run
@@ -365,11 +362,6 @@ for _action in ACTIONS:
     )
 
 
-def _save_goal(url: str, run_id: str, goal: Goal) -> None:
-    with session_scope(url) as session:
-        repository.update_run(session, run_id, goal=goal)
-
-
 @router.patch("/{run_id}/goal", response_model=GoalChanged)
 async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temporal: TemporalDep) -> GoalChanged:
     """Change the goal of a live run through the workflow's validated ``set_goal`` update."""
@@ -386,7 +378,8 @@ async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temp
         cause = error.cause or error
         reason = getattr(cause, "message", "") or str(cause)
         raise RequestValidationError([invalid(["body"], f"the run refused the goal: {reason}", merged)]) from None
-    await run_in_threadpool(_save_goal, settings.resolved_database_url, run_id, goal)
+    # The store's goal is the workflow's to write (record_run, at its next step); GET shows the new
+    # one at once from the status query.
     return GoalChanged(id=run_id, goal=asdict(goal))
 
 
