@@ -68,7 +68,7 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
             (3, 0, plain, "ok", 0.05, False, "tile-8", slow),
         ]
         for iteration, index, sha, status, speedup, best, strategy, report in rows:
-            repository.record_attempt(
+            attempt, _ = repository.record_attempt(
                 session,
                 run_id=run_id,
                 iteration=iteration,
@@ -85,6 +85,9 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
                 is_best=best,
                 gpu_seconds=0.1,
             )
+            # What the record activity writes with it: the run's iteration and best.
+            repository.record_progress(session, run_id, iteration=iteration, best_attempt_id=attempt.id if best else None,
+                                       best_speedup=speedup if best else None)
 
 
 @pytest.fixture
