@@ -86,8 +86,10 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
                 gpu_seconds=0.1,
             )
             # What the record activity writes with it: the run's iteration and best.
-            repository.record_progress(session, run_id, iteration=iteration, best_attempt_id=attempt.id if best else None,
-                                       best_speedup=speedup if best else None)
+            best_id = attempt.id if best else None
+            repository.record_progress(
+                session, run_id, iteration=iteration, best_attempt_id=best_id, best_speedup=speedup if best else None
+            )
 
 
 @pytest.fixture
