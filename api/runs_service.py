@@ -18,7 +18,8 @@ from workflows.types import Goal
 
 TERMINAL_STATUSES = ("completed", "stopped", "failed")
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
-# died half-way (the API crashed between the insert and the start): it is marked failed.
+# died half-way (the API crashed between the insert and the start): reads show it failed and the
+# reconciler (api/reconciler.py) writes it so.
 ORPHAN_GRACE = timedelta(minutes=2)
 NEVER_STARTED = "the run's workflow was never started in Temporal"
 
