@@ -14,6 +14,7 @@ from typing import Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.config import LLMEndpoint
 from workflows import notebook as nb
 from workflows.types import CompactInput, CompactResult, Notebook
 
@@ -49,19 +50,16 @@ def _describe_entries(notebook: Notebook, keep_recent: int) -> str:
 
 
 class Compactor:
-    """The compaction activity; ``settings`` gives the LLM endpoint (None: read the settings)."""
+    """The compaction activity; ``llm`` is the worker's endpoint (none: only runs that name their own
+    endpoint get LLM lessons, the others compact deterministically)."""
 
-    def __init__(self, settings=None) -> None:
-        if settings is None:
-            from marathon.settings import get_settings
-
-            settings = get_settings()
-        self.settings = settings
+    def __init__(self, llm: Optional[LLMEndpoint] = None) -> None:
+        self.llm = llm if llm is not None else LLMEndpoint()
 
     def _endpoint(self, input: CompactInput) -> Optional[str]:
         if input.proposer.kind != "llm":
             return None
-        return input.proposer.base_url or self.settings.llm_base_url
+        return input.proposer.base_url or self.llm.base_url
 
     @activity.defn(name="compact")
     async def compact(self, input: CompactInput) -> CompactResult:
@@ -82,8 +80,8 @@ class Compactor:
     async def _llm_lessons(self, endpoint: str, input: CompactInput) -> tuple[list[str], int]:
         from openai import AsyncOpenAI
 
-        settings = self.settings
-        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+        llm = self.llm
+        key = llm.api_key or "not-needed"
         notebook = input.notebook
         previous = notebook.stats.get("llm_lessons") or notebook.lessons
         prompt = LLM_PROMPT.format(
@@ -93,10 +91,10 @@ class Compactor:
             max_lessons=nb.MAX_LLM_LESSONS,
         )
         # Temporal owns retries (every attempt shows in the history); the client makes none.
-        client = AsyncOpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=settings.llm_timeout_s)
+        client = AsyncOpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=llm.timeout_s)
         try:
             reply = await client.chat.completions.create(
-                model=input.proposer.model or settings.llm_model,
+                model=input.proposer.model or llm.model,
                 messages=[{"role": "user", "content": prompt}],
                 temperature=0.0,
             )

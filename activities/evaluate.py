@@ -54,16 +54,12 @@ def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def _device_name(report: dict[str, Any]) -> str:
-    fingerprint = report.get("fingerprint") or {}
-    return str(fingerprint.get("gpu") or fingerprint.get("cpu") or report.get("device") or "")[:200]
-
-
 class Evaluator:
     """The evaluation activity, bound to a store and to this worker's device."""
 
-    def __init__(self, database_url: Optional[str] = None, device: Optional[str] = None,
-                 insecure_no_isolation: bool = False) -> None:
+    def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False) -> None:
+        if not database_url:
+            raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"worker device must be cpu or cuda, got {device!r}")
         self.database_url = database_url
@@ -149,6 +145,5 @@ class Evaluator:
             timing_kind=report.timing_kind or "",
             gpu_seconds=float(report.duration_s or duration),
             report_sha=report_sha,
-            device=_device_name(data),
             profile=profile_figures(data),
         )

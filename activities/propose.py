@@ -19,9 +19,9 @@ from typing import Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.config import LLMEndpoint
 from activities.proposers.base import PastAttempt, Proposal, ProposalBatch, ProposalContext, Proposer
 from kernels.problem import Problem
-from marathon.settings import Settings, get_settings
 from workflows.types import Candidate, ProposeInput, ProposeResult
 
 MAX_CANDIDATES = 64
@@ -41,7 +41,26 @@ def check_request(request: ProposeInput) -> list[str]:
     return errors
 
 
-def make_proposer(kind: str, settings: Settings) -> Proposer:
+def inherited_history(request: ProposeInput) -> list[PastAttempt]:
+    """A run that continues or forks another has no attempts of its own at first: its search
+    starts from the kernel it inherited (that kernel's knobs, with its score in the parent run)."""
+    best = request.best
+    if best is None or best.knobs is None:
+        return []
+    return [
+        PastAttempt(
+            iteration=0,
+            index=0,
+            strategy=best.strategy,
+            knobs=dict(best.knobs),
+            status="ok",
+            speedup=best.speedup,
+            roofline=best.roofline,
+        )
+    ]
+
+
+def make_proposer(kind: str, llm: LLMEndpoint) -> Proposer:
     if kind == "search":
         from activities.proposers.search import SearchProposer
 
@@ -49,7 +68,7 @@ def make_proposer(kind: str, settings: Settings) -> Proposer:
     if kind == "llm":
         from activities.proposers.llm import LLMProposer
 
-        return LLMProposer(settings)
+        return LLMProposer(llm)
     raise ValueError(f"unknown proposer kind {kind!r}")
 
 
@@ -76,14 +95,14 @@ async def heartbeating() -> AsyncIterator[None]:
 
 
 class ProposeActivities:
-    """The propose activity bound to a database and settings (the worker's, unless given)."""
+    """The propose activity bound to a database and to the worker's LLM endpoint (none: only runs
+    that name their own endpoint can use the LLM proposer)."""
 
-    def __init__(self, *, database_url: Optional[str] = None, settings: Optional[Settings] = None):
+    def __init__(self, *, database_url: str, llm: Optional[LLMEndpoint] = None):
+        if not database_url:
+            raise ValueError("ProposeActivities needs the store's database URL, got none")
         self.database_url = database_url
-        self.settings = settings
-
-    def _settings(self) -> Settings:
-        return self.settings if self.settings is not None else get_settings()
+        self.llm = llm if llm is not None else LLMEndpoint()
 
     def _read_history(self, request: ProposeInput) -> list[PastAttempt]:
         from store.db import session_scope
@@ -115,34 +134,31 @@ class ProposeActivities:
                 ) from None
 
     def _store(self, batch: ProposalBatch) -> list[Candidate]:
-        from store.artifacts import put_text, sha256_text
+        from store.artifacts import put_text
         from store.db import session_scope
 
         candidates = []
         with session_scope(self.database_url) as session:
             for index, proposal in enumerate(batch.proposals):
                 llm_sha = put_text(session, proposal.transcript) if proposal.transcript else None
-                candidate = self._candidate(index, proposal, put_text(session, proposal.source), sha256_text)
-                candidate.llm_sha = llm_sha
-                candidates.append(candidate)
+                candidates.append(self._candidate(index, proposal, put_text(session, proposal.source), llm_sha))
         return candidates
 
     @staticmethod
-    def _candidate(index: int, proposal: Proposal, sha: str, sha256_text) -> Candidate:
-        parent = sha256_text(proposal.parent_source) if proposal.parent_source else None
+    def _candidate(index: int, proposal: Proposal, sha: str, llm_sha: Optional[str]) -> Candidate:
         return Candidate(
             index=index,
             source_sha=sha,
             strategy=proposal.strategy,
             knobs=proposal.knobs,
-            parent_sha=parent,
             error=proposal.error,
+            llm_sha=llm_sha,
         )
 
     async def _context(self, request: ProposeInput, problem: Problem) -> ProposalContext:
         context = ProposalContext(request=request, problem=problem)
         if request.proposer.kind == "search":
-            context.history = await asyncio.to_thread(self._read_history, request)
+            context.history = await asyncio.to_thread(self._read_history, request) or inherited_history(request)
         else:
             context.best_source = await asyncio.to_thread(self._read_best_source, request, problem)
         return context
@@ -162,7 +178,7 @@ class ProposeActivities:
             except (ValueError, ImportError, AttributeError) as error:
                 raise ApplicationError(str(error), type="BadProposeInput", non_retryable=True) from None
             context = await self._context(request, problem)
-            proposer = make_proposer(request.proposer.kind, self._settings())
+            proposer = make_proposer(request.proposer.kind, self.llm)
             batch = await proposer.propose(context)
             candidates = await asyncio.to_thread(self._store, batch)
         activity.logger.info(
@@ -176,8 +192,3 @@ class ProposeActivities:
         )
         return ProposeResult(candidates=candidates, tokens_used=batch.tokens_used, errors=batch.errors)
 
-
-@activity.defn(name="propose")
-async def propose(request: ProposeInput) -> ProposeResult:
-    """The activity with the worker's own settings and database."""
-    return await ProposeActivities().propose(request)

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Optional
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.types import RecordInput, RecordResult, RunProgressInput, RunProgressResult
-
-RUN_STATUSES_IN_STORE = ("running", "paused", "completed", "stopped", "failed")
+from workflows.types import RUN_STATUSES, RecordInput, RecordResult, RunProgressInput, RunProgressResult
 
 
 class Recorder:
-    """The store-writing activities, bound to one database (None: the settings' database)."""
+    """The store-writing activities, bound to one database."""
 
-    def __init__(self, database_url: Optional[str] = None) -> None:
+    def __init__(self, database_url: str) -> None:
+        if not database_url:
+            raise ValueError("Recorder needs the store's database URL, got none")
         self.database_url = database_url
 
     @activity.defn(name="record")
@@ -79,9 +78,9 @@ class Recorder:
 
     @activity.defn(name="record_run")
     async def record_run(self, input: RunProgressInput) -> RunProgressResult:
-        if input.status not in RUN_STATUSES_IN_STORE:
+        if input.status not in RUN_STATUSES:
             raise ApplicationError(
-                f"run status must be one of {', '.join(RUN_STATUSES_IN_STORE)}, got {input.status!r}",
+                f"run status must be one of {', '.join(RUN_STATUSES)}, got {input.status!r}",
                 type="BadInput",
                 non_retryable=True,
             )
@@ -111,6 +110,8 @@ class Recorder:
                     proposer=info.proposer,
                     candidates_per_iteration=info.candidates_per_iteration,
                     workflow_id=info.workflow_id,
+                    from_run=info.from_run,
+                    from_kind=info.from_kind,
                 )
                 created = True
             record_progress(

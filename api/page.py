@@ -17,6 +17,7 @@ import html
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
+from urllib.parse import quote
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -141,6 +142,9 @@ class PageData:
     best_times: list[ShapeTime] = field(default_factory=list)
     # Lines on the run's progress: elapsed and estimated time left, candidates, a missing worker.
     progress: list[str] = field(default_factory=list)
+    # The run this one continues ("continue") or was forked from ("fork").
+    from_run: Optional[str] = None
+    from_kind: Optional[str] = None
 
 
 def _line(css_class: str, x1: float, x2: float, y1: float, y2: float) -> str:
@@ -282,10 +286,20 @@ def _times_cell(times: Sequence[ShapeTime]) -> str:
     return "<br>".join(esc(t.text()) for t in times)
 
 
+def _parent_row(data: PageData) -> list[tuple[str, str]]:
+    if not data.from_run:
+        return []
+    label = "Continues run" if data.from_kind == "continue" else "Forked from run"
+    href = "/runs/" + quote(data.from_run, safe="") + "/page"
+    link = f'<a id="parent-link" href="{esc(href)}">{esc(data.from_run)}</a>'
+    return [(label, link)]
+
+
 def _facts(data: PageData) -> str:
     best = "none yet" if data.best_speedup is None else f"{data.best_speedup:.3f}x"
     rows = [
         ("Problem", esc(data.problem)),
+        *_parent_row(data),
         (
             "Status",
             f'<span id="run-status">{esc(data.status)}</span>'

@@ -14,9 +14,9 @@ from marathon.settings import Settings
 from store import repository
 from store.db import session_scope
 from store.models import Attempt, Run
-from workflows.types import Goal
+from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-TERMINAL_STATUSES = ("completed", "stopped", "failed")
+TERMINAL_STATUSES = FINISHED_RUN_STATUSES
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
 # died half-way (the API crashed between the insert and the start): reads show it failed and the
 # reconciler (api/reconciler.py) writes it so.
@@ -113,7 +113,8 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         iteration=run.iteration,
         best_speedup=run.best_speedup,
         best_attempt_id=run.best_attempt_id,
-        distance=goal.distance(run.best_speedup) if goal.objective == "speedup" else 1.0,
+        # The store keeps the best speedup only: a roofline goal's distance is unknown here (1.0).
+        distance=goal.distance(goal.score(speedup=run.best_speedup, roofline=None)),
         stop_reason=run.stop_reason,
         budget_used=run.budget_used or {},
         created_at=_aware(run.created_at),
@@ -121,6 +122,8 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         run_page_url=run_page_url(settings, run.id),
         temporal_url=temporal_url,
         waiting_for=live.waiting_for if live else "",
+        from_run=run.from_run,
+        from_kind=run.from_kind,
     )
     status = live.run_status if live else None
     if status is not None:

@@ -16,7 +16,7 @@ from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerCo
 OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}
 TARGET_SCHEMA = {"exclusiveMinimum": 0}
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
-INTENT_SCHEMA = {"maxLength": 4000}
+INTENT_SCHEMA = {"maxLength": Goal.INTENT_LIMIT}
 
 
 class Strict(BaseModel):
@@ -130,6 +130,35 @@ class RunCreate(Strict):
         description="Where candidates are timed (evaluation queue marathon-gpu-<arch>); "
         "by default the first architecture with an evaluation worker polling, GPUs first",
     )
+    from_run: Optional[str] = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Fork this run: the new run starts from its best kernel (judged again here) and its "
+        "notebook, with this request's own goal, budget and proposer; the problem must be the parent's",
+    )
+
+
+class RunContinue(Strict):
+    """More budget for a finished run: a new run that goes on from it (POST /runs/{id}/continue)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"iterations": 50}]})
+    iterations: Optional[int] = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="How many more iterations (default: the parent's iteration budget again); the new run "
+        "numbers its iterations on from the parent's",
+    )
+    hours: Optional[float] = Field(
+        default=None, gt=0, le=336, description="Wall-clock budget of the new run (default: the parent's)"
+    )
+    goal: Optional[GoalIn] = Field(default=None, description="A new goal (default: the parent's)")
+    gpu_arch: Optional[str] = Field(
+        default=None,
+        pattern=r"^(sm[0-9]{2,3}|cpu)$",
+        description="Where candidates are timed; by default where an evaluation worker polls, as for POST /runs",
+    )
 
 
 class RunCreated(BaseModel):
@@ -168,6 +197,10 @@ class RunPublic(BaseModel):
     candidates_iteration: int = Field(0, description="The iteration those candidates belong to")
     waiting_for_worker: str = Field(
         "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
+    )
+    from_run: Optional[str] = Field(None, description="The run this one continues or was forked from")
+    from_kind: Optional[Literal["continue", "fork"]] = Field(
+        None, description="'continue' (more budget for the parent) or 'fork' (a new run from its best kernel)"
     )
     created_at: datetime
     updated_at: datetime

@@ -129,6 +129,9 @@ class TemporalGateway:
         return f"{base}/namespaces/{self.settings.temporal_namespace}/workflows/{run_id}"
 
     async def start(self, run: OptimizeInput, search_attributes: Optional[TypedSearchAttributes]) -> None:
+        if not run.evaluate_task_queue:
+            # The caller owns the queue's name (the settings' prefix and the architecture).
+            raise ValueError(f"run {run.run_id} names no evaluate_task_queue; the workflow would refuse it")
         client = await self.client()
         try:
             await client.start_workflow(
@@ -138,7 +141,7 @@ class TemporalGateway:
                 task_queue=self.settings.cpu_task_queue,
                 search_attributes=search_attributes,
                 # Where its evaluations go, so a read can say when nobody polls there.
-                memo={EVALUATE_QUEUE_MEMO: run.evaluate_task_queue or f"marathon-gpu-{run.gpu_arch}"},
+                memo={EVALUATE_QUEUE_MEMO: run.evaluate_task_queue},
                 static_summary=f"{run.problem}: {run.goal.describe()}",
                 rpc_timeout=RPC_TIMEOUT,
             )

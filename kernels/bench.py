@@ -6,7 +6,7 @@ speedup is computed from it); then all providers are timed interleaved with the 
 flushed (``kernels.timing.time_interleaved``), and the problem's launch-bound shapes are
 timed again under CUDA-graph replay, labelled ``graph``. Each row gives milliseconds, the
 speedup over the primary baseline and over the fastest baseline, TFLOP/s, GB/s and the
-fraction of the roofline.
+fraction of the roofline on the H200's measured ceilings (``kernels.roofline.MEASURED``).
 
 Without a CUDA GPU the benchmark refuses (exit status 2): interpreter timings say nothing about
 GPU performance, and correctness on the CPU is the judge's and the tests' job.
@@ -17,31 +17,22 @@ GPU performance, and correctness on the CPU is the judge's and the tests' job.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence, TextIO
 
-# H200 ceilings measured here (../shared/ANCHORS.md): dense matrix rate and copy bandwidth.
-H200_PEAK_TFLOPS = {"bfloat16": 790.0, "float16": 790.0, "float32": 395.0}
-H200_BANDWIDTH_TBS = 4.3
+from kernels import roofline
+
+# "% roof" says how close a kernel comes to what the card really reaches, so it uses the
+# measured ceilings, not the datasheet's (see kernels/roofline.py).
+CEILINGS = roofline.MEASURED
 OURS = "ours"
 CHECK_SEEDS = (11, 12)
 TIMING_SEEDS = (101, 102, 103)
 EXIT_NO_GPU = 2
 EXIT_INCORRECT = 1
-
-
-def roofline_ms(flops: float, nbytes: float, peak_tflops: float, bandwidth_tbs: float) -> float:
-    """The floor: the larger of compute time and memory time, in milliseconds."""
-    if flops < 0 or nbytes < 0 or peak_tflops <= 0 or bandwidth_tbs <= 0:
-        raise ValueError(
-            f"roofline needs flops, bytes >= 0 and positive ceilings; got flops={flops}, bytes={nbytes}, "
-            f"peak={peak_tflops} TFLOP/s, bandwidth={bandwidth_tbs} TB/s"
-        )
-    return max(flops / (peak_tflops * 1e12), nbytes / (bandwidth_tbs * 1e12)) * 1e3
 
 
 def throughput(flops: float, nbytes: float, ms: float) -> tuple[float, float]:
@@ -50,15 +41,6 @@ def throughput(flops: float, nbytes: float, ms: float) -> tuple[float, float]:
         raise ValueError(f"time must be positive, got {ms} ms")
     seconds = ms * 1e-3
     return flops / seconds / 1e12, nbytes / seconds / 1e9
-
-
-def call_model(formula: Callable[..., float], shape: tuple[int, ...], dtype: str) -> float:
-    """Call a flop or byte formula that takes ``(shape)`` or ``(shape, dtype)``."""
-    positional = [
-        p for p in inspect.signature(formula).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    return float(formula(shape, dtype) if len(positional) >= 2 else formula(shape))
 
 
 def relative_rms_error(out: Any, ref: Any) -> float:
@@ -171,7 +153,7 @@ def summarize(
     if not ours:
         return row
     row.tflops, row.gbs = throughput(flops, nbytes, ours)
-    row.roofline_pct = 100.0 * floor_ms / ours
+    row.roofline_pct = 100.0 * roofline.fraction(floor_ms, ours)
     baseline_times = [t for label, t in ms.items() if label != OURS and t]
     if ms.get(primary):
         row.speedup_primary = ms[primary] / ours
@@ -209,11 +191,10 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
     launch_bound = {tuple(s) for s in problem.extra.get("launch_bound_shapes", ())}
     fingerprint = device_fingerprint()
     flusher = L2Flusher(device)
-    peak = H200_PEAK_TFLOPS.get(dtype, H200_PEAK_TFLOPS["bfloat16"])
     print(
         f"{problem.name} on {fingerprint['gpu']} (torch {fingerprint['torch']}, CUDA {fingerprint['cuda']}, "
-        f"triton {fingerprint['triton']}), {dtype}; roofline from {peak:g} TFLOP/s and "
-        f"{H200_BANDWIDTH_TBS:g} TB/s; primary baseline: {primary}",
+        f"triton {fingerprint['triton']}), {dtype}; roofline from {CEILINGS.describe(dtype)}; "
+        f"primary baseline: {primary}",
         file=out, flush=True,
     )
     rows: list[Row] = []
@@ -233,9 +214,8 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
             continue
         timed = {k: fn for k, fn in providers.items() if checks[k].ok}
         input_sets = [problem.make_inputs(shape, seed, device, dtype) for seed in TIMING_SEEDS]
-        flops = call_model(problem.flops, shape, dtype)
-        nbytes = call_model(problem.bytes_moved, shape, dtype)
-        floor_ms = roofline_ms(flops, nbytes, peak, H200_BANDWIDTH_TBS)
+        flops, nbytes = roofline.work(problem, shape, dtype)
+        floor_ms = CEILINGS.floor_ms(flops, nbytes, dtype)
         samples = time_interleaved(timed, input_sets, reps=reps, flusher=flusher)
         ms = {k: (samples[k].median_ms if k in samples else None) for k in providers}
         rows.append(summarize(label, "events", ms, primary, flops, nbytes, floor_ms, samples[OURS].spread))

@@ -123,7 +123,7 @@ class Problem:
     tolerance: dict[str, float]
     make_inputs: Callable[..., dict[str, Any]]
     output: Callable[[Shape, str], tuple[Shape, str]]
-    flops: Callable[[Shape], float]
+    flops: Callable[[Shape, str], float]
     bytes_moved: Callable[[Shape, str], float]
     reference: str
     baselines: str

@@ -1,6 +1,6 @@
 """GPU timing shared by the benchmark and the judge.
 
-Rules every number obeys (see ``../shared/ANCHORS.md``):
+Rules every number obeys (BENCHMARKS.md reports numbers taken this way):
 - the L2 cache (50 MB on an H200) is flushed before every repetition, or a 9 MB KV cache
   flatters itself;
 - several providers are interleaved in one process on one GPU, with their order rotated

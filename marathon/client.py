@@ -112,6 +112,10 @@ class MarathonClient:
     def create_run(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.request("POST", "/runs", json=body).json()
 
+    def continue_run(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Start a new run that continues the finished run ``run_id`` (POST /runs/{id}/continue)."""
+        return self.request("POST", f"/runs/{run_id}/continue", json=body).json()
+
     def list_runs(
         self, *, status: Optional[str] = None, problem: Optional[str] = None, offset: int = 0, limit: int = 100
     ) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-FINISHED = ("completed", "stopped", "failed")
+from workflows.types import FINISHED_RUN_STATUSES
+
+FINISHED = FINISHED_RUN_STATUSES
 
 
 def duration(seconds: Optional[float]) -> str:

@@ -8,6 +8,11 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.config import LLMEndpoint
+
+# The activities' own defaults for the LLM endpoint: one owner for each of these facts.
+_LLM_DEFAULTS = LLMEndpoint()
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MARATHON_", extra="ignore")
@@ -34,10 +39,10 @@ class Settings(BaseSettings):
     reconcile_every_s: float = 30.0
 
     llm_base_url: str | None = None
-    llm_model: str = "gpt-4o-mini"
+    llm_model: str = _LLM_DEFAULTS.model
     llm_api_key: SecretStr | None = None
-    llm_temperature: float = 0.7
-    llm_timeout_s: float = 120.0
+    llm_temperature: float = _LLM_DEFAULTS.temperature
+    llm_timeout_s: float = _LLM_DEFAULTS.timeout_s
 
     # Judge candidates without OS isolation (no bubblewrap here). Logged at worker start and
     # written into every report; never the default.

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.config import LLMEndpoint
 from marathon.settings import Settings
 from workflows.optimize import OptimizeKernelWorkflow
 
@@ -71,20 +72,33 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def propose_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
-    """The proposer activity (activity name "propose")."""
-    from activities.propose import ProposeActivities
-
-    return [ProposeActivities(database_url=database_url, settings=settings).propose]
+def llm_endpoint(settings: Settings) -> LLMEndpoint:
+    """The worker's LLM endpoint as the activities take it (the ``MARATHON_LLM_*`` settings)."""
+    return LLMEndpoint(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        temperature=settings.llm_temperature,
+        timeout_s=settings.llm_timeout_s,
+    )
 
 
 def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
+    """"propose", "compact", "record" and "record_run", bound to the store (``database_url``, else
+    the settings' database) and to the settings' LLM endpoint."""
     from activities.compact import Compactor
+    from activities.propose import ProposeActivities
     from activities.record import Recorder
 
     url = database_url or settings.resolved_database_url
+    llm = llm_endpoint(settings)
     recorder = Recorder(url)
-    return [*propose_activities(settings, url), Compactor(settings).compact, recorder.record, recorder.record_run]
+    return [
+        ProposeActivities(database_url=url, llm=llm).propose,
+        Compactor(llm).compact,
+        recorder.record,
+        recorder.record_run,
+    ]
 
 
 def build_cpu_worker(

@@ -101,21 +101,19 @@ def dispose_engine(url: str) -> None:
         engine.dispose()
 
 
-def _resolve(url: str | None) -> str:
-    if url is not None:
-        return normalize_url(url)
-    from marathon.settings import get_settings
-
-    return normalize_url(get_settings().resolved_database_url)
+def _resolve(url: str) -> str:
+    # The store reads no settings: its callers (the API, the workers, the CLI) pass the URL they
+    # were configured with (``Settings.resolved_database_url``).
+    if not isinstance(url, str) or not url:
+        raise ValueError(f"the store needs a database URL (e.g. sqlite:///path/marathon.db), got {url!r}")
+    return normalize_url(url)
 
 
 @contextmanager
-def session_scope(url: str | None = None, *, read_only: bool = False) -> Iterator[Session]:
-    """A session that commits when the block ends and rolls back when it raises.
-
-    ``url`` defaults to the settings' database (``MARATHON_DATABASE_URL`` / ``DATABASE_URL``,
-    else SQLite under the home directory). ``read_only`` sessions must not write: on SQLite
-    they do not take the write lock (a write in one may fail with "database is locked").
+def session_scope(url: str, *, read_only: bool = False) -> Iterator[Session]:
+    """A session on the database at ``url`` that commits when the block ends and rolls back when
+    it raises. ``read_only`` sessions must not write: on SQLite they do not take the write lock (a
+    write in one may fail with "database is locked").
     """
     url = _resolve(url)
     make_engine(url)
@@ -145,7 +143,7 @@ def _migration_lock(url: str, engine: Engine) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head") -> None:
     """Bring the schema at ``url`` to ``revision`` with Alembic (the migrations ship with the package)."""
     from alembic import command
     from alembic.config import Config

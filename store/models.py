@@ -24,6 +24,7 @@ class Run(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     problem: Mapped[str] = mapped_column(String(200), index=True)
+    # One of workflows.types.RUN_STATUSES (the "record_run" activity refuses others; tests/workflows/test_statuses.py).
     status: Mapped[str] = mapped_column(String(20), index=True, default="running")
     goal: Mapped[dict[str, Any]] = mapped_column(JSON)
     budget: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -36,6 +37,10 @@ class Run(Base):
     # What the run has used (iterations, hours, gpu_seconds, tokens), as of its last record.
     budget_used: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
     workflow_id: Mapped[str] = mapped_column(String(200))
+    # The run this one continues ("continue") or was forked from ("fork"), if any. No foreign
+    # key: a child keeps naming its parent even where the parent's rows were removed.
+    from_run: Mapped[Optional[str]] = mapped_column(String(64), nullable=True, index=True)
+    from_kind: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
@@ -54,6 +59,7 @@ class Attempt(Base):
     strategy: Mapped[str] = mapped_column(Text, default="")
     knobs: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON)
     source_sha: Mapped[str] = mapped_column(String(64))
+    # One of workflows.types.ATTEMPT_STATUSES: the judge's verdicts and "proposal_error".
     status: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text, default="")
     speedup: Mapped[Optional[float]] = mapped_column(Float)

@@ -46,10 +46,15 @@ def create_run(
     proposer: Any,
     candidates_per_iteration: int,
     workflow_id: str,
+    from_run: Optional[str] = None,
+    from_kind: Optional[str] = None,
 ) -> Run:
-    """Insert a run in status ``running``; ``goal``/``budget``/``proposer`` are dataclasses or dicts."""
+    """Insert a run in status ``running``; ``goal``/``budget``/``proposer`` are dataclasses or dicts.
+    ``from_run`` names the run it continues (``from_kind`` "continue") or was forked from ("fork")."""
     if candidates_per_iteration < 1:
         raise ValueError(f"candidates_per_iteration must be >= 1, got {candidates_per_iteration}")
+    if (from_run is None) != (from_kind is None) or from_kind not in (None, "continue", "fork"):
+        raise ValueError(f"from_run and from_kind (continue or fork) go together, got {from_run!r} and {from_kind!r}")
     run = Run(
         id=run_id,
         problem=problem,
@@ -61,6 +66,8 @@ def create_run(
         iteration=0,
         stop_reason="",
         workflow_id=workflow_id,
+        from_run=from_run,
+        from_kind=from_kind,
     )
     session.add(run)
     session.flush()
@@ -127,9 +134,7 @@ def record_progress(
     budget_used: Optional[dict[str, float]] = None,
 ) -> Run:
     """The workflow's word on its run (None leaves a field as it is); an unknown run raises KeyError.
-
-    The iteration never moves backwards: the record activity writes iteration N before the
-    workflow's own state says N, and a record_run in between must not undo it."""
+    The iteration never moves backwards: "record" writes N before the workflow's state says N."""
     run = session.get(Run, run_id)
     if run is None:
         raise KeyError(f"run {run_id} not found")
@@ -160,10 +165,8 @@ def live_runs(session: Session, *, limit: int = 1000) -> list[Run]:
 
 
 def mark_ended(session: Session, run_id: str, *, status: str, stop_reason: str) -> bool:
-    """End a row whose workflow is gone or closed without recording it; True if it was changed.
-
-    Only a row still running or paused is touched (one UPDATE, so a workflow that records its own
-    end at the same moment keeps its word)."""
+    """End a row whose workflow is gone or closed without recording it; True if it changed. Only a
+    running or paused row is touched, in one UPDATE: a workflow's own recorded end keeps its word."""
     if status in LIVE_STATUSES:
         raise ValueError(f"mark_ended takes a final status, got {status!r}")
     result = session.execute(

@@ -128,7 +128,6 @@ class FakeLoop:
             speedup=speedup if status == "ok" else None,
             timing_kind="interpreter",
             gpu_seconds=1.0,
-            device="fake",
             profile={"registers": 64 + input.index} if status == "ok" else {},
         )
 
@@ -150,7 +149,7 @@ class FakeLoop:
         unless a real ``activities.record.Recorder`` is given)."""
         from activities.compact import Compactor
 
-        compact = (compactor or Compactor(loop_settings())).compact
+        compact = (compactor or Compactor()).compact
         store = [recorder.record, recorder.record_run] if recorder else [self.record, self.record_run]
         return [self.propose, compact, *store]
 

@@ -1,27 +1,18 @@
-"""The loop's pure logic: notebook upkeep, compaction, champion choice, budget and stop rules.
+"""The run's notebook: what each attempt leaves in it, the user's hints, and compaction.
 
-Everything here is deterministic and free of I/O, so the workflow can call it directly (it
-replays identically) and unit tests can exercise it without Temporal. Functions that change a
-notebook or a state say so; ``compact`` returns a new notebook and leaves its input alone.
+The notebook is the run's memory, the one thing every proposer reads. Everything here is
+deterministic and free of I/O, so the workflow can call it directly (it replays identically)
+and unit tests can exercise it without Temporal. Functions that change a notebook say so;
+``compact`` returns a new notebook and leaves its input alone. The run's rules (champion, stop,
+budget) live in ``workflows.rules``; what the Web UI shows, in ``workflows.ui_text``.
 """
 
 from __future__ import annotations
 
 import copy
-from collections import Counter
-from datetime import datetime
 from typing import Any, Optional, Sequence
 
-from workflows.types import (
-    BestKernel,
-    Budget,
-    Candidate,
-    EvaluateResult,
-    Goal,
-    Notebook,
-    NotebookEntry,
-    RunState,
-)
+from workflows.types import Candidate, EvaluateResult, Notebook, NotebookEntry
 
 NOTE_LIMIT = 200
 FEEDBACK_LIMIT = 400
@@ -36,55 +27,9 @@ MAX_LLM_LESSONS = 12
 KEEP_BEST_STRATEGIES = 60
 KEEP_FAILED_STRATEGIES = 40
 
-STOP_REASONS = (
-    "stopped",
-    "goal_reached",
-    "budget_iterations",
-    "budget_hours",
-    "budget_gpu_seconds",
-    "budget_tokens",
-    "plateau",
-)
-
-
 def _first_line(text: str, limit: int) -> str:
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def objective_value(goal: Goal, speedup: Optional[float], roofline: Optional[float]) -> Optional[float]:
-    """The number the goal is scored on: the speedup or the roofline fraction."""
-    return roofline if goal.objective == "roofline" else speedup
-
-
-def best_value(goal: Goal, best: Optional[BestKernel]) -> Optional[float]:
-    return None if best is None else objective_value(goal, best.speedup, best.roofline)
-
-
-def beats(goal: Goal, best: Optional[BestKernel], result: EvaluateResult) -> bool:
-    """True when an accepted result scores strictly above the current best (or there is none)."""
-    if not result.accepted:
-        return False
-    value = objective_value(goal, result.speedup, result.roofline)
-    if value is None:
-        return False
-    current = best_value(goal, best)
-    return current is None or value > current
-
-
-def challenger(goal: Goal, best: Optional[BestKernel], results: Sequence[EvaluateResult]) -> Optional[int]:
-    """Position in ``results`` of the highest-scoring result that beats the best; None if none.
-
-    Ties go to the earlier position so the choice is stable.
-    """
-    chosen: Optional[int] = None
-    for position, result in enumerate(results):
-        if not beats(goal, best, result):
-            continue
-        value = objective_value(goal, result.speedup, result.roofline)
-        if chosen is None or value > objective_value(goal, results[chosen].speedup, results[chosen].roofline):
-            chosen = position
-    return chosen
 
 
 def format_profile(profile: dict[str, Any]) -> str:
@@ -242,75 +187,6 @@ def compact(notebook: Notebook, keep_recent: int, llm_lessons: Optional[list[str
     return result
 
 
-def hours_since(started_at: Optional[str], now: datetime) -> float:
-    if not started_at:
-        return 0.0
-    return max(0.0, (now - datetime.fromisoformat(started_at)).total_seconds() / 3600.0)
-
-
-def budget_used(state: RunState, hours: float) -> dict[str, float]:
-    return {
-        "iterations": float(state.iteration),
-        "hours": round(hours, 4),
-        "gpu_seconds": round(state.gpu_seconds, 3),
-        "tokens": float(state.tokens),
-    }
-
-
-def stop_reason(goal: Goal, budget: Budget, state: RunState, hours: float) -> str:
-    """Why the run must stop now, or "" to carry on. The user's stop comes first, then the goal,
-    then each budget, then the plateau (no improvement for ``plateau_iterations`` iterations)."""
-    if state.stop_requested:
-        return "stopped"
-    if goal.reached(best_value(goal, state.best)):
-        return "goal_reached"
-    if state.iteration >= budget.iterations:
-        return "budget_iterations"
-    if hours >= budget.hours:
-        return "budget_hours"
-    if budget.gpu_seconds is not None and state.gpu_seconds >= budget.gpu_seconds:
-        return "budget_gpu_seconds"
-    if budget.tokens is not None and state.tokens >= budget.tokens:
-        return "budget_tokens"
-    if budget.plateau_iterations is not None and state.iteration - state.last_improvement_iteration >= budget.plateau_iterations:
-        return "plateau"
-    return ""
-
-
-def tokens_left(budget: Budget, state: RunState) -> Optional[int]:
-    return None if budget.tokens is None else max(0, budget.tokens - state.tokens)
-
-
-def format_value(goal: Goal, value: Optional[float]) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.1%} of roofline" if goal.objective == "roofline" else f"{value:.2f}x"
-
-
-def status_tally(statuses: Sequence[str]) -> str:
-    """``["ok", "incorrect", "ok"]`` -> ``"2 ok / 1 incorrect"`` (most frequent first)."""
-    counts = Counter(statuses)
-    return " / ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (-counts[s], s))) or "no attempts"
-
-
-def details_line(iteration: int, goal: Goal, best: Optional[BestKernel], statuses: Sequence[str], phase: str = "") -> str:
-    """The one line the Web UI shows: ``iter 17 · best 1.32x · goal 2x · 3 ok / 1 incorrect``."""
-    target = f"{goal.target:.0%}" if goal.objective == "roofline" else f"{goal.target:g}x"
-    parts = [f"iter {iteration}", f"best {format_value(goal, best_value(goal, best))}", f"goal {target}", status_tally(statuses)]
-    if phase:
-        parts.append(phase)
-    return " · ".join(parts)
-
-
-def attempt_summary(iteration: int, index: int, total: int, result: EvaluateResult) -> str:
-    """The Web UI's line for one recorded attempt: ``iter 17 · candidate 3/4 · 1.32× · ok``."""
-    parts = [f"iter {iteration}", f"candidate {index + 1}/{total}"]
-    if result.speedup is not None:
-        parts.append(f"{result.speedup:.2f}×")
-    parts.append(result.status)
-    return " · ".join(parts)
-
-
 def feedback(candidate: Candidate, result: EvaluateResult) -> str:
     """What the next proposal hears about one attempt."""
     head = f"#{candidate.index} {candidate.strategy}: {result.status}"
@@ -320,14 +196,10 @@ def feedback(candidate: Candidate, result: EvaluateResult) -> str:
     return f"{head} {detail}".strip()[:FEEDBACK_LIMIT]
 
 
-def promote(candidate: Candidate, iteration: int, result: EvaluateResult) -> BestKernel:
-    return BestKernel(
-        iteration=iteration,
-        index=candidate.index,
-        source_sha=candidate.source_sha,
-        strategy=candidate.strategy,
-        speedup=result.speedup,
-        roofline=result.roofline,
-        report_sha=result.report_sha,
-        timing_kind=result.timing_kind,
-    )
+def iteration_feedback(
+    candidates: Sequence[Candidate], results: Sequence[EvaluateResult], proposer_errors: Sequence[str]
+) -> list[str]:
+    """What the next proposal hears about the last iteration: one line per attempt, then the
+    proposer's own errors (the first ``MAX_PROPOSER_ERRORS``), each cut to ``FEEDBACK_LIMIT``."""
+    lines = [feedback(candidate, result) for candidate, result in zip(candidates, results)]
+    return lines + [error[:FEEDBACK_LIMIT] for error in proposer_errors[:MAX_PROPOSER_ERRORS]]

@@ -7,119 +7,48 @@ best, the notebook and what the Web UI shows, and compacts the notebook when it 
 (activity "compact"). The run stops on the goal, a budget, a plateau or the user's stop, and
 continues as new whenever the history grows, carrying its ``RunState``.
 
-Activities are called by name: nothing heavy (torch, triton, the store) is reachable from here.
+Activities are called by name (``workflows.steps``): nothing heavy (torch, triton, the store) is
+reachable from here. The run's rules are in ``workflows.rules``, its memory in ``workflows.notebook``
+and what the Web UI shows in ``workflows.ui_text``; this module holds the loop and its steering.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import timedelta
 from typing import Optional
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    RetryState,
-    TimeoutError as TemporalTimeoutError,
-    TimeoutType,
-)
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import lineage, messages, rules, steps, ui_text
     from workflows import notebook as nb
     from workflows import search_attributes as sa
+    from workflows.candidates import CandidateBoard
     from workflows.types import (
         Candidate,
-        CandidateState,
-        CompactInput,
-        CompactResult,
-        EvaluateInput,
         EvaluateResult,
         Goal,
         Notebook,
         OptimizeInput,
         OptimizeResult,
-        ProposeInput,
         ProposeResult,
-        RecordInput,
-        RecordResult,
-        RunCreateInfo,
-        RunProgressInput,
-        RunProgressResult,
         RunState,
         RunStatus,
     )
 
-BAD_INPUT_ERRORS = ["BadInput", "BadProposeInput", "MissingArtifact", "ValueError", "KeyError", "TypeError"]
-
-PROPOSE_TIMEOUT = timedelta(minutes=15)
-# How long a dead worker holds up a run: Temporal hands the step to another worker once this
-# much time passes without a heartbeat. Both activities heartbeat every few seconds from
-# their event loop while the work runs in threads or subprocesses.
-PROPOSE_HEARTBEAT = timedelta(seconds=20)
-PROPOSE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
-    maximum_interval=timedelta(minutes=2),
-    maximum_attempts=6,
-    non_retryable_error_types=BAD_INPUT_ERRORS,
-)
-EVALUATE_HEARTBEAT = timedelta(seconds=20)
-EVALUATE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=5),
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=3,
-    non_retryable_error_types=BAD_INPUT_ERRORS,
-)
-STORE_TIMEOUT = timedelta(seconds=60)
-# The store may be down for a while (a database restart): keep trying rather than lose attempts.
-STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=60),
-    non_retryable_error_types=BAD_INPUT_ERRORS,
-)
-COMPACT_TIMEOUT = timedelta(minutes=5)
-COMPACT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=BAD_INPUT_ERRORS)
 # A proposer that fails without retry (no LLM endpoint configured, a request the endpoint rejects)
 # cannot work on the next iteration either: the run ends ``failed`` with the reason. Runs whose
 # history predates this rule replay as they ran (they skipped the iteration).
 PROPOSER_FAILS_RUN = "proposer-failure-fails-run"
-
-
-def _no_worker(error: BaseException) -> bool:
-    """True for an activity nobody picked up in time: the GPU pool is missing."""
-    cause = getattr(error, "cause", None)
-    return (
-        isinstance(error, ActivityError)
-        and isinstance(cause, TemporalTimeoutError)
-        and cause.type == TimeoutType.SCHEDULE_TO_START
-    )
-
-
-def input_problems(input: OptimizeInput) -> list[str]:
-    """Why a run cannot start with this input; empty when it can."""
-    errors = input.goal.problems() + input.budget.problems() + input.proposer.problems()
-    if not input.problem:
-        errors.append("problem must be named")
-    if not 1 <= input.candidates_per_iteration <= 64:
-        errors.append(f"candidates_per_iteration must be between 1 and 64, got {input.candidates_per_iteration}")
-    if input.continue_as_new_every < 1:
-        errors.append(f"continue_as_new_every must be >= 1, got {input.continue_as_new_every}")
-    if input.notebook_limit < 2:
-        errors.append(f"notebook_limit must be >= 2, got {input.notebook_limit}")
-    if not input.gpu_wait_s > 0 or not input.evaluate_timeout_s > 0:
-        errors.append(f"gpu_wait_s and evaluate_timeout_s must be > 0, got {input.gpu_wait_s} and {input.evaluate_timeout_s}")
-    return errors
-
-
-def _failure_message(error: BaseException) -> str:
-    parts = []
-    current: Optional[BaseException] = error
-    while current is not None and len(parts) < 4:
-        parts.append(str(current) or type(current).__name__)
-        current = getattr(current, "cause", None)
-    return ": ".join(parts)
+# Whoever starts a run names its evaluation queue (the API: the settings' prefix and the
+# architecture); a new run without one fails at start. Runs started before that rule carried no
+# queue and meant "marathon-gpu-<gpu_arch>": their histories replay without this marker, so they
+# keep that queue (``_adopt_legacy_queue``, the one place it is derived) and carry it across
+# continue-as-new.
+EVALUATE_QUEUE_REQUIRED = "evaluate-queue-required"
+LEGACY_EVALUATE_QUEUE_PREFIX = "marathon-gpu-"
 
 
 @workflow.defn
@@ -133,8 +62,7 @@ class OptimizeKernelWorkflow:
         self._stop_reason = ""
         self._store_dirty = False
         self._last_statuses: list[str] = []
-        self._candidates: list[CandidateState] = []
-        self._candidates_iteration = 0
+        self._board = CandidateBoard()
         self._fatal = ""
 
     # ---- steering -----------------------------------------------------------------------
@@ -178,32 +106,15 @@ class OptimizeKernelWorkflow:
 
     @workflow.query
     def status(self) -> RunStatus:
-        state, goal = self._state, self._input.goal
-        hours = nb.hours_since(state.started_at, workflow.now())
-        status, phase = self._status, self._phase
-        if state.paused and status == "running":
-            # The pause signal arrived mid-iteration: say so at once; the iteration finishes first.
-            status, phase = "paused", f"pausing after iteration {state.iteration + 1} ({phase})"
-        return RunStatus(
-            run_id=self._input.run_id,
-            problem=self._input.problem,
-            status=status,
-            phase=phase,
-            iteration=state.iteration,
-            goal=goal,
-            best_speedup=state.best.speedup if state.best else None,
-            best_roofline=state.best.roofline if state.best else None,
-            distance=goal.distance(nb.best_value(goal, state.best)),
-            budget=self._input.budget,
-            budget_used=nb.budget_used(state, hours),
+        view = messages.LoopView(
+            status=self._status,
+            phase=self._phase,
             stop_reason=self._stop_reason,
-            segment=state.segment,
-            message=state.pause_reason,
-            hints=len(state.notebook.hints),
-            candidates=[dataclasses.replace(c) for c in self._candidates],
-            candidates_iteration=self._candidates_iteration,
+            candidates=self._board.states,
+            candidates_iteration=self._board.iteration,
             evaluate_queue=self._evaluate_queue(),
         )
+        return messages.status_answer(self._input, self._state, view, workflow.now())
 
     @workflow.query
     def notebook(self) -> Notebook:
@@ -214,7 +125,8 @@ class OptimizeKernelWorkflow:
 
     @workflow.run
     async def run(self, input: OptimizeInput) -> OptimizeResult:
-        problems = input_problems(input)
+        self._adopt_legacy_queue()
+        problems = rules.input_problems(self._input)
         if problems:
             raise ApplicationError("invalid run input: " + "; ".join(problems), type="BadInput", non_retryable=True)
         state = self._state
@@ -222,6 +134,7 @@ class OptimizeKernelWorkflow:
         first_segment = state.started_at is None
         if first_segment:
             state.started_at = workflow.now().isoformat()
+            lineage.seed_state(state, input.start_from)
         self._publish()
         await self._sync_store(create=first_segment)
 
@@ -245,8 +158,8 @@ class OptimizeKernelWorkflow:
         return await self._finish(reason)
 
     def _stop_reason_now(self) -> str:
-        hours = nb.hours_since(self._state.started_at, workflow.now())
-        return nb.stop_reason(self._input.goal, self._input.budget, self._state, hours)
+        hours = rules.hours_since(self._state.started_at, workflow.now())
+        return rules.stop_reason(self._input.goal, self._input.budget, self._state, hours)
 
     async def _wait_while_paused(self) -> None:
         self._status, self._phase = "paused", "paused"
@@ -298,18 +211,17 @@ class OptimizeKernelWorkflow:
         results = await self._evaluate_all(iteration, candidates)
         if results is None:
             return  # stopped, or no evaluation worker (the run paused itself and redoes this iteration)
+        state.inherited = None  # judged in this run now: from here on only this run's own best counts
         champion = await self._confirm_champion(iteration, candidates, results)
         await self._record_all(iteration, candidates, results, champion)
 
         for candidate, result in zip(candidates, results):
             state.gpu_seconds += result.gpu_seconds
             nb.add_attempt(state.notebook, iteration, candidate, result)
-        state.last_feedback = [nb.feedback(c, r) for c, r in zip(candidates, results)] + [
-            error[: nb.FEEDBACK_LIMIT] for error in proposal.errors[: nb.MAX_PROPOSER_ERRORS]
-        ]
+        state.last_feedback = nb.iteration_feedback(candidates, results, proposal.errors)
         if champion is not None:
             position, confirmed = champion
-            state.best = nb.promote(candidates[position], iteration, confirmed)
+            state.best = rules.promote(candidates[position], iteration, confirmed)
             state.last_improvement_iteration = iteration
         self._last_statuses = [result.status for result in results]
         state.iteration = iteration
@@ -322,98 +234,48 @@ class OptimizeKernelWorkflow:
         state, inp = self._state, self._input
         self._phase = "proposing"
         self._details(f"proposing {inp.candidates_per_iteration}")
-        request = ProposeInput(
-            run_id=inp.run_id,
-            problem=inp.problem,
-            goal=inp.goal,
-            iteration=iteration,
-            count=inp.candidates_per_iteration,
-            proposer=inp.proposer,
-            notebook=state.notebook,
-            best=state.best,
-            last_feedback=state.last_feedback,
-            tokens_left=nb.tokens_left(inp.budget, state),
-        )
+        request = messages.propose_request(inp, state, iteration)
         try:
-            result = await workflow.execute_activity(
-                "propose",
-                request,
-                result_type=ProposeResult,
-                task_queue=workflow.info().task_queue,
-                start_to_close_timeout=PROPOSE_TIMEOUT,
-                heartbeat_timeout=PROPOSE_HEARTBEAT,
-                retry_policy=PROPOSE_RETRY,
-                summary=f"iter {iteration} · propose {inp.candidates_per_iteration}",
-            )
+            result = await steps.propose(request, f"iter {iteration} · propose {inp.candidates_per_iteration}")
         except ActivityError as error:
-            message = f"iter {iteration}: the proposer failed: {_failure_message(error)}"
+            message = f"iter {iteration}: the proposer failed: {steps.failure_message(error)}"
             workflow.logger.warning(message)
             if error.retry_state == RetryState.NON_RETRYABLE_FAILURE and workflow.patched(PROPOSER_FAILS_RUN):
-                cause = getattr(error.cause, "message", "") or _failure_message(error)
+                cause = getattr(error.cause, "message", "") or steps.failure_message(error)
                 self._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
                 return None
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None
         state.tokens += result.tokens_used
-        self._candidates_iteration = iteration
-        self._candidates = [
-            CandidateState(c.index, c.strategy[:120], "proposal_error" if c.error is not None else "proposed")
-            for c in result.candidates
-        ]
+        result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
+        self._board.start(iteration, result.candidates)
         return result
+
+    def _adopt_legacy_queue(self) -> None:
+        """An old run's missing queue becomes the one it always meant (see EVALUATE_QUEUE_REQUIRED)."""
+        if self._input.evaluate_task_queue is None and not workflow.patched(EVALUATE_QUEUE_REQUIRED):
+            self._input.evaluate_task_queue = f"{LEGACY_EVALUATE_QUEUE_PREFIX}{self._input.gpu_arch}"
 
     def _evaluate_queue(self) -> str:
-        return self._input.evaluate_task_queue or f"marathon-gpu-{self._input.gpu_arch}"
+        return self._input.evaluate_task_queue or ""
 
-    async def _evaluate(self, iteration: int, candidate: Candidate, total: int, confirm: bool = False) -> EvaluateResult:
+    async def _evaluate(
+        self, iteration: int, candidate: Candidate, total: int, confirm: bool = False
+    ) -> EvaluateResult:
         inp = self._input
-        action = "confirm" if confirm else "evaluate"
-        return await workflow.execute_activity(
-            "evaluate",
-            EvaluateInput(
-                run_id=inp.run_id,
-                iteration=iteration,
-                index=candidate.index,
-                problem=inp.problem,
-                source_sha=candidate.source_sha,
-                device=inp.device,
-                confirm=confirm,
-                timeout_s=inp.evaluate_timeout_s,
-            ),
-            result_type=EvaluateResult,
-            task_queue=self._evaluate_queue(),
-            schedule_to_start_timeout=timedelta(seconds=inp.gpu_wait_s),
-            # One attempt may take the judge's own limit plus compile and baseline time.
-            start_to_close_timeout=timedelta(seconds=inp.evaluate_timeout_s * 2 + 120),
-            heartbeat_timeout=EVALUATE_HEARTBEAT,
-            retry_policy=EVALUATE_RETRY,
-            summary=f"iter {iteration} · candidate {candidate.index + 1}/{total} · {action} · {candidate.strategy}"[:200],
-        )
+        request = messages.evaluate_request(inp, iteration, candidate, confirm)
+        summary = ui_text.evaluate_summary(iteration, candidate, total, confirm)
+        return await steps.evaluate(request, self._evaluate_queue(), inp.gpu_wait_s, summary)
 
-    def _mark(self, position: int, text: str) -> None:
-        if position < len(self._candidates):
-            self._candidates[position].state = text
-
-    async def _tracked(self, position: int, evaluation) -> EvaluateResult:
-        """Await one evaluation, keeping its candidate's state for the status query."""
-        self._mark(position, "evaluating")
-        try:
-            result = await evaluation
-        except asyncio.CancelledError:
-            self._mark(position, "cancelled")
-            raise
-        except Exception:
-            self._mark(position, "cancelled" if self._state.stop_requested else "evaluation failed")
-            raise
-        self._mark(position, result.status)
-        return result
+    def _stopping(self) -> bool:
+        return self._state.stop_requested
 
     async def _evaluate_all(self, iteration: int, candidates: list[Candidate]) -> Optional[list[EvaluateResult]]:
         self._phase = "evaluating"
         self._details(f"evaluating {len(candidates)}")
         total = len(candidates)
         pending = [
-            self._tracked(position, self._evaluate(iteration, candidate, total))
+            self._board.track(position, self._evaluate(iteration, candidate, total), self._stopping)
             for position, candidate in enumerate(candidates)
             if candidate.error is None
         ]
@@ -429,30 +291,10 @@ class OptimizeKernelWorkflow:
             except asyncio.CancelledError:
                 pass
             return None
-        outcomes = iter(batch.result())
-        results: list[EvaluateResult] = []
-        missing_worker = False
-        for candidate in candidates:
-            if candidate.error is not None:
-                results.append(EvaluateResult(status="proposal_error", message=candidate.error, timing_kind=""))
-                continue
-            outcome = next(outcomes)
-            if isinstance(outcome, EvaluateResult):
-                results.append(outcome)
-            elif _no_worker(outcome):
-                missing_worker = True
-            elif isinstance(outcome, ActivityError):
-                results.append(
-                    EvaluateResult(status="crashed", message=f"evaluation failed: {_failure_message(outcome)}")
-                )
-            else:
-                raise outcome
+        results, missing_worker = steps.evaluation_results(candidates, batch.result())
         if missing_worker:
             self._state.paused = True
-            self._state.pause_reason = (
-                f"no evaluation worker picked up work on task queue {self._evaluate_queue()} within "
-                f"{self._input.gpu_wait_s:g} s; start one, then resume the run"
-            )
+            self._state.pause_reason = ui_text.no_worker_reason(self._evaluate_queue(), self._input.gpu_wait_s)
             self._store_dirty = True
             workflow.logger.warning(self._state.pause_reason)
             return None
@@ -464,7 +306,7 @@ class OptimizeKernelWorkflow:
         """Re-time the best challenger with a paired, longer measurement; it becomes the best
         only if that confirmation still beats the current best. Returns (position, result)."""
         goal, best = self._input.goal, self._state.best
-        position = nb.challenger(goal, best, results)
+        position = rules.challenger(goal, best, results)
         if position is None:
             return None
         if not self._input.confirm_champions:
@@ -472,22 +314,19 @@ class OptimizeKernelWorkflow:
         self._phase = "confirming"
         self._details(f"confirming #{candidates[position].index}")
         first = results[position]
-        self._mark(position, "confirming")
+        self._board.mark(position, "confirming")
         try:
             confirmed = await self._evaluate(iteration, candidates[position], len(candidates), confirm=True)
         except ActivityError as error:
-            confirmed = EvaluateResult(status="crashed", message=f"confirmation failed: {_failure_message(error)}")
+            message = f"confirmation failed: {steps.failure_message(error)}"
+            confirmed = EvaluateResult(status="crashed", message=message)
         confirmed.gpu_seconds += first.gpu_seconds
-        self._mark(position, f"{first.status}, confirmation {confirmed.status}")
-        first_value = nb.format_value(goal, nb.objective_value(goal, first.speedup, first.roofline))
-        if nb.beats(goal, best, confirmed):
-            confirmed.message = f"confirmed: first {first_value}, paired {nb.format_value(goal, nb.objective_value(goal, confirmed.speedup, confirmed.roofline))}. {confirmed.message}".strip()
+        self._board.mark(position, f"{first.status}, confirmation {confirmed.status}")
+        if rules.beats(goal, best, confirmed):
+            confirmed.message = ui_text.confirmed_note(goal, first, confirmed)
             results[position] = confirmed
             return position, confirmed
-        first.message = (
-            f"not confirmed: first {first_value}, paired run gave {confirmed.status} "
-            f"{nb.format_value(goal, nb.objective_value(goal, confirmed.speedup, confirmed.roofline))}. {first.message}"
-        ).strip()
+        first.message = ui_text.unconfirmed_note(goal, first, confirmed)
         first.gpu_seconds = confirmed.gpu_seconds
         return None
 
@@ -500,81 +339,35 @@ class OptimizeKernelWorkflow:
     ) -> None:
         self._phase = "recording"
         best_position = champion[0] if champion is not None else None
+        requests = messages.record_requests(self._input.run_id, iteration, candidates, results, best_position)
         total = len(candidates)
         await asyncio.gather(
             *[
-                workflow.execute_activity(
-                    "record",
-                    RecordInput(
-                        run_id=self._input.run_id,
-                        iteration=iteration,
-                        index=candidate.index,
-                        candidate=candidate,
-                        result=result,
-                        is_best=position == best_position,
-                    ),
-                    result_type=RecordResult,
-                    task_queue=workflow.info().task_queue,
-                    start_to_close_timeout=STORE_TIMEOUT,
-                    retry_policy=STORE_RETRY,
-                    summary=nb.attempt_summary(iteration, candidate.index, total, result),
-                )
-                for position, (candidate, result) in enumerate(zip(candidates, results))
+                steps.record(request, ui_text.attempt_summary(iteration, request.index, total, request.result))
+                for request in requests
             ]
         )
 
     async def _compact(self, iteration: int) -> None:
         state, inp = self._state, self._input
         self._phase = "compacting"
-        keep = nb.keep_recent_for(inp.notebook_limit)
+        request = messages.compact_request(inp, state)
         try:
-            result = await workflow.execute_activity(
-                "compact",
-                CompactInput(
-                    run_id=inp.run_id, goal=inp.goal, notebook=state.notebook, proposer=inp.proposer, keep_recent=keep
-                ),
-                result_type=CompactResult,
-                task_queue=workflow.info().task_queue,
-                start_to_close_timeout=COMPACT_TIMEOUT,
-                retry_policy=COMPACT_RETRY,
-                summary=f"iter {iteration} · compact {len(state.notebook.entries)} entries",
-            )
+            result = await steps.compact(request, f"iter {iteration} · compact {len(state.notebook.entries)} entries")
             state.notebook = result.notebook
             state.tokens += result.tokens_used
         except ActivityError as error:
-            workflow.logger.warning("compaction failed, compacting deterministically: %s", _failure_message(error))
-            state.notebook = nb.compact(state.notebook, keep)
+            workflow.logger.warning("compaction failed, compacting deterministically: %s", steps.failure_message(error))
+            state.notebook = nb.compact(state.notebook, request.keep_recent)
 
     async def _sync_store(self, *, create: bool = False, stop_reason: Optional[str] = None) -> None:
-        state, inp = self._state, self._input
+        state = self._state
         self._store_dirty = False
-        create_info = None
-        if create:
-            create_info = RunCreateInfo(
-                problem=inp.problem,
-                budget=inp.budget,
-                proposer=inp.proposer,
-                candidates_per_iteration=inp.candidates_per_iteration,
-                workflow_id=workflow.info().workflow_id,
-            )
         status = self._status if stop_reason is not None else ("paused" if state.paused else "running")
-        await workflow.execute_activity(
-            "record_run",
-            RunProgressInput(
-                run_id=inp.run_id,
-                status=status,
-                iteration=state.iteration,
-                best_speedup=state.best.speedup if state.best else None,
-                stop_reason=stop_reason if stop_reason is not None else state.pause_reason,
-                goal=inp.goal,
-                create=create_info,
-                budget_used=nb.budget_used(state, nb.hours_since(state.started_at, workflow.now())),
-            ),
-            result_type=RunProgressResult,
-            task_queue=workflow.info().task_queue,
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
-            summary=f"run {status}",
+        reason = stop_reason if stop_reason is not None else state.pause_reason
+        workflow_id = workflow.info().workflow_id if create else None
+        await steps.record_run(
+            messages.progress_request(self._input, state, status, reason, workflow.now(), workflow_id)
         )
 
     # ---- what the Web UI shows ----------------------------------------------------------
@@ -582,22 +375,16 @@ class OptimizeKernelWorkflow:
     def _details(self, phase: str) -> None:
         state = self._state
         workflow.set_current_details(
-            nb.details_line(state.iteration + 1, self._input.goal, state.best, self._last_statuses, phase)
+            ui_text.details_line(state.iteration + 1, self._input.goal, state.best, self._last_statuses, phase)
         )
 
     def _publish(self) -> None:
         state, inp = self._state, self._input
-        pairs = [
-            sa.PROBLEM.value_set(sa.keyword(inp.problem)),
-            sa.ITERATION.value_set(state.iteration),
-            sa.GOAL.value_set(sa.keyword(inp.goal.describe())),
-            sa.STATUS.value_set(self._status),
-        ]
         best = state.best.speedup if state.best else None
-        if best is not None:
-            pairs.append(sa.BEST_SPEEDUP.value_set(float(best)))
-        workflow.upsert_search_attributes(pairs)
-        line = nb.details_line(state.iteration, inp.goal, state.best, self._last_statuses)
+        workflow.upsert_search_attributes(
+            sa.run_attributes(inp.problem, state.iteration, inp.goal.describe(), self._status, best)
+        )
+        line = ui_text.details_line(state.iteration, inp.goal, state.best, self._last_statuses)
         if state.paused and state.pause_reason:
             line += f" · paused: {state.pause_reason}"
         workflow.set_current_details(line)

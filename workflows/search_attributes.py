@@ -7,7 +7,9 @@ workflow task forever), so ``marathon.temporal_server`` registers every entry of
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey
+from typing import Optional
+
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 PROBLEM = SearchAttributeKey.for_keyword("MarathonProblem")
 ITERATION = SearchAttributeKey.for_int("MarathonIteration")
@@ -32,3 +34,19 @@ KEYWORD_LIMIT = 180
 
 def keyword(text: str) -> str:
     return text if len(text) <= KEYWORD_LIMIT else text[: KEYWORD_LIMIT - 1] + "…"
+
+
+def run_attributes(
+    problem: str, iteration: int, goal_text: str, status: str, best_speedup: Optional[float]
+) -> list[SearchAttributeUpdate]:
+    """The updates a run publishes: its problem, iteration, goal and status, and its best speedup once
+    there is one (an attribute is never set to nothing, so a run without a best has none)."""
+    updates = [
+        PROBLEM.value_set(keyword(problem)),
+        ITERATION.value_set(iteration),
+        GOAL.value_set(keyword(goal_text)),
+        STATUS.value_set(status),
+    ]
+    if best_speedup is not None:
+        updates.append(BEST_SPEEDUP.value_set(float(best_speedup)))
+    return updates

@@ -1,8 +1,10 @@
 """Inputs, results and state of the optimization loop, shared by workflows, activities and the API.
 
 Every workflow and activity takes one of these dataclasses and returns one. New fields get
-defaults so that running workflows stay compatible. Nothing here imports torch, triton or
-anything with side effects: workflow modules import this file.
+defaults so that running workflows stay compatible; a field nobody reads may be deleted, because
+Temporal's data converter ignores keys a dataclass does not have (``tests/workflows/test_types_compat.py``
+decodes old histories). Nothing here imports torch, triton or anything with side effects: workflow
+modules import this file.
 
 Large texts (kernel sources, judge reports) never travel inline: activities put them in the
 content-addressed artifact store (``store.artifacts``) and pass the sha256 key around.
@@ -11,33 +13,34 @@ content-addressed artifact store (``store.artifacts``) and pass the sha256 key a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 OBJECTIVES = ("speedup", "roofline")
 PROPOSER_KINDS = ("search", "llm")
+# The one list of run statuses: the workflow sets them, the store keeps them (the "record_run"
+# activity refuses any other), the API filters and reports them and the CLI reads them.
 RUN_STATUSES = ("running", "paused", "completed", "stopped", "failed")
-JUDGE_STATUSES = (
-    "ok",
-    "compile_error",
-    "runtime_error",
-    "incorrect",
-    "forbidden",
-    "timeout",
-    "crashed",
-    "suspicious",
-)
+# A run in one of these is over: no workflow is left to ask or steer.
+FINISHED_RUN_STATUSES = ("completed", "stopped", "failed")
+# The judge's verdicts. ``kernels.judge.report.STATUSES`` owns them; it is not imported here
+# because importing ``kernels.judge`` loads the judge's runner (subprocesses, sandboxing), which a
+# workflow module must not reach. tests/workflows/test_statuses.py ties the two lists.
+JUDGE_STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 ATTEMPT_STATUSES = JUDGE_STATUSES + ("proposal_error",)
 
 
 @dataclass
 class Goal:
-    """What the run is for.
+    """What the run is for, and the one owner of how a goal is checked, scored and written.
 
     objective "speedup": geometric mean of baseline time / candidate time over the
     problem's bench shapes (interpreter timings in CPU mode, labelled as such).
     objective "roofline": geometric mean of achieved fraction of the roofline.
     The goal is reached when the best value >= target * (1 - tolerance).
     """
+
+    # Longest free-text intent, in characters (the API's schema states it too).
+    INTENT_LIMIT: ClassVar[int] = 4000
 
     objective: str = "speedup"
     target: float = 2.0
@@ -55,9 +58,13 @@ class Goal:
             errors.append(f"a roofline fraction cannot exceed 1, got target {self.target}")
         if not 0 <= self.tolerance < 1:
             errors.append(f"goal tolerance must be in [0, 1), got {self.tolerance}")
-        if len(self.intent) > 4000:
-            errors.append(f"goal intent is limited to 4000 characters, got {len(self.intent)}")
+        if len(self.intent) > self.INTENT_LIMIT:
+            errors.append(f"goal intent is limited to {self.INTENT_LIMIT} characters, got {len(self.intent)}")
         return errors
+
+    def score(self, speedup: Optional[float], roofline: Optional[float]) -> Optional[float]:
+        """The figure this goal is measured in: the speedup, or the roofline fraction."""
+        return roofline if self.objective == "roofline" else speedup
 
     def reached(self, value: Optional[float]) -> bool:
         return value is not None and value >= self.target * (1 - self.tolerance)
@@ -68,7 +75,18 @@ class Goal:
             return 1.0
         return max(0.0, (self.target * (1 - self.tolerance) - value) / self.target)
 
+    def format_value(self, value: Optional[float]) -> str:
+        """A score as people read it: ``"1.32x"``, ``"41.0% of roofline"``, ``"-"`` for none."""
+        if value is None:
+            return "-"
+        return f"{value:.1%} of roofline" if self.objective == "roofline" else f"{value:.2f}x"
+
+    def format_target(self) -> str:
+        """The target in a few characters: ``"2x"``, ``"2.5x"``, ``"60% of roofline"``."""
+        return f"{self.target:.0%} of roofline" if self.objective == "roofline" else f"{self.target:g}x"
+
     def describe(self) -> str:
+        """The goal in words, with the user's intent: what the search attribute, prompt and page show."""
         unit = "x geomean speedup over the baseline" if self.objective == "speedup" else " of the roofline"
         text = f"{self.target:g}{unit}"
         return f"{text} ({self.intent})" if self.intent else text
@@ -131,7 +149,6 @@ class Candidate:
     source_sha: str
     strategy: str
     knobs: Optional[dict[str, Any]] = None
-    parent_sha: Optional[str] = None
     error: Optional[str] = None
     # The LLM's prompt and reply for this candidate (artifact key), when an LLM wrote it.
     llm_sha: Optional[str] = None
@@ -172,6 +189,9 @@ class BestKernel:
     roofline: Optional[float] = None
     report_sha: Optional[str] = None
     timing_kind: str = "gpu"
+    # The candidate's knobs, set on a kernel inherited from a parent run: the search proposer
+    # starts from that point when the run has no attempts of its own yet.
+    knobs: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -218,7 +238,6 @@ class EvaluateResult:
     timing_kind: str = "gpu"
     gpu_seconds: float = 0.0
     report_sha: Optional[str] = None
-    device: str = ""
     profile: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -266,6 +285,9 @@ class RunCreateInfo:
     proposer: ProposerConfig
     candidates_per_iteration: int
     workflow_id: str
+    # The run this one continues or was forked from (``from_kind`` "continue" or "fork").
+    from_run: Optional[str] = None
+    from_kind: Optional[str] = None
 
 
 @dataclass
@@ -303,8 +325,26 @@ class RunState:
     paused: bool = False
     stop_requested: bool = False
     last_feedback: list[str] = field(default_factory=list)
-    seed_sha: Optional[str] = None
     pause_reason: str = ""
+    # A champion inherited from the parent run (``OptimizeInput.start_from``), not yet judged in
+    # this run: the first iteration evaluates it next to the proposals (``workflows/lineage.py``).
+    inherited: Optional[BestKernel] = None
+
+
+START_KINDS = ("continue", "fork")
+
+
+@dataclass
+class StartFrom:
+    """Where a run that continues or forks another starts: the parent's champion (by artifact
+    sha, never its text) and notebook. ``iteration`` is the parent's iteration count: a
+    continued run numbers its iterations on from it, a fork starts at 0."""
+
+    run_id: str
+    kind: str = "fork"
+    champion: Optional[BestKernel] = None
+    notebook: Notebook = field(default_factory=Notebook)
+    iteration: int = 0
 
 
 @dataclass
@@ -320,13 +360,17 @@ class OptimizeInput:
     continue_as_new_every: int = 100
     notebook_limit: int = 40
     state: Optional[RunState] = None
-    # Full name of the evaluation task queue; None means "marathon-gpu-<gpu_arch>".
+    # Full name of the evaluation task queue, required: whoever starts the run names it (the API
+    # from the settings' prefix and the architecture). Optional only so inputs of runs started
+    # before it was required still decode; the workflow fails a new run that lacks it.
     evaluate_task_queue: Optional[str] = None
     # How long an evaluation may wait for a worker to pick it up before the run pauses itself
     # (a missing GPU pool), in seconds.
     gpu_wait_s: float = 1800.0
     evaluate_timeout_s: float = 900.0
     confirm_champions: bool = True
+    # Set when the run continues or forks another run: its champion and notebook seed this one.
+    start_from: Optional[StartFrom] = None
 
 
 @dataclass

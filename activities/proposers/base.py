@@ -53,7 +53,6 @@ class Proposal:
     source: str
     strategy: str
     knobs: Optional[dict[str, Any]] = None
-    parent_source: Optional[str] = None
     error: Optional[str] = None
     # JSON of what an LLM was asked and answered for this proposal (redacted, bounded).
     transcript: Optional[str] = None

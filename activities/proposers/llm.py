@@ -4,7 +4,7 @@ Retries belong to Temporal, so every attempt shows in the workflow's history: th
 retries are off, and failures become ``ApplicationError``s whose retryability follows the HTTP
 status (408/409/429/5xx, timeouts and unreachable endpoints retry; other 4xx do not), with the
 server's ``retry-after`` passed on as ``next_retry_delay``. The API key comes from the worker's
-settings only; it is never logged and is scrubbed from every message that leaves this module.
+``LLMEndpoint`` only; it is never logged and is scrubbed from every message that leaves this module.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.config import LLMEndpoint
 from activities.proposers.base import Proposal, ProposalBatch, ProposalContext
 from activities.proposers.parse import parse_reply
 from activities.proposers.prompt import build_messages
-from marathon.settings import Settings
 
 RETRYABLE_STATUSES = {408, 409, 429}
 MAX_RETRY_DELAY_S = 3600.0
@@ -150,35 +150,36 @@ def as_application_error(error: Exception, endpoint: str, secret: Optional[str])
 
 
 class LLMProposer:
-    """Proposes by asking a chat model; ``settings`` supply the endpoint, model and key."""
+    """Proposes by asking a chat model; the worker's ``llm`` endpoint gives the defaults and the key
+    (a run's ``ProposerConfig`` may name another endpoint, model or temperature)."""
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, llm: LLMEndpoint):
+        self.llm = llm
 
     def _endpoint(self, context: ProposalContext) -> tuple[str, str, float]:
         config = context.request.proposer
-        base_url = config.base_url or self.settings.llm_base_url
+        base_url = config.base_url or self.llm.base_url
         if not base_url:
             raise ApplicationError(
                 "the llm proposer needs an endpoint: set MARATHON_LLM_BASE_URL on the worker or proposer.base_url",
                 type="LLMNotConfigured",
                 non_retryable=True,
             )
-        model = config.model or self.settings.llm_model
-        temperature = config.temperature if config.temperature is not None else self.settings.llm_temperature
+        model = config.model or self.llm.model
+        temperature = config.temperature if config.temperature is not None else self.llm.temperature
         return base_url, model, temperature
 
     async def propose(self, context: ProposalContext) -> ProposalBatch:
         request = context.request
         base_url, model, temperature = self._endpoint(context)
         endpoint = public_url(base_url)
-        secret = self.settings.llm_api_key.get_secret_value() if self.settings.llm_api_key else None
+        secret = self.llm.api_key or None
         batch = ProposalBatch()
         client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=secret or PLACEHOLDER_KEY,
             max_retries=0,
-            timeout=self.settings.llm_timeout_s,
+            timeout=self.llm.timeout_s,
         )
         async with client:
             for index in range(request.count):
@@ -205,7 +206,7 @@ class LLMProposer:
                 activity.logger.info(
                     "LLM %s at %s answered candidate %d/%d with %d tokens", model, endpoint, index + 1, request.count, tokens
                 )
-                proposal = self._proposal(reply, context)
+                proposal = self._proposal(reply)
                 proposal.transcript = transcript(
                     model=model, endpoint=endpoint, messages=messages, reply=reply, tokens=tokens, secret=secret
                 )
@@ -226,8 +227,8 @@ class LLMProposer:
         return reply, int(tokens)
 
     @staticmethod
-    def _proposal(reply: str, context: ProposalContext) -> Proposal:
+    def _proposal(reply: str) -> Proposal:
         parsed = parse_reply(reply)
         if parsed.source is None:
             return Proposal(source=reply, strategy=parsed.strategy, error=parsed.error)
-        return Proposal(source=parsed.source, strategy=parsed.strategy, parent_source=context.best_source or None)
+        return Proposal(source=parsed.source, strategy=parsed.strategy)

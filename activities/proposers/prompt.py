@@ -38,9 +38,7 @@ def _clip(text: str, limit: int) -> str:
 
 
 def goal_section(goal: Goal, best: Optional[BestKernel]) -> str:
-    current = None
-    if best is not None:
-        current = best.speedup if goal.objective == "speedup" else best.roofline
+    current = None if best is None else goal.score(best.speedup, best.roofline)
     # describe() carries the user's free-text intent, in their words.
     lines = [GOAL_HEADING, f"Reach {goal.describe()}."]
     if current is None:

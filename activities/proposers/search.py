@@ -322,8 +322,8 @@ class SearchProposer:
             space, context.history, request.count, rng, hints=request.notebook.hints, objective=request.goal.objective
         )
         batch = ProposalBatch()
-        for point, parent in points:
-            batch.proposals.append(self._render(space, point, parent))
+        for point, _parent in points:
+            batch.proposals.append(self._render(space, point))
         if len(points) < request.count:
             batch.errors.append(
                 f"search space exhausted: {len(points)} of {request.count} candidates proposed; "
@@ -332,7 +332,7 @@ class SearchProposer:
         return batch
 
     @staticmethod
-    def _render(space: KnobSpace, point: Point, parent: Optional[Point]) -> Proposal:
+    def _render(space: KnobSpace, point: Point) -> Proposal:
         strategy = space.describe(point)
         try:
             source = space.render(point)
@@ -343,10 +343,4 @@ class SearchProposer:
                 knobs=dict(point),
                 error=f"rendering {strategy} failed: {type(error).__name__}: {error}",
             )
-        parent_source = None
-        if parent is not None:
-            try:
-                parent_source = space.render(parent)
-            except Exception:  # the parent rendered once; if not now, the lineage is just unknown
-                parent_source = None
-        return Proposal(source=source, strategy=strategy, knobs=dict(point), parent_source=parent_source)
+        return Proposal(source=source, strategy=strategy, knobs=dict(point))

@@ -188,6 +188,8 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         refresh_s=None if public.status in service.TERMINAL_STATUSES else REFRESH_S,
         best_times=view["best_times"],
         progress=progress_details(public.model_dump(mode="json")),
+        from_run=public.from_run,
+        from_kind=public.from_kind,
     )
     return html_response(render_run_page(data))
 

@@ -8,6 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from api.deps import AuthDep
 from api.schemas import KnobPublic, Message, ProblemPublic, ProblemsPublic
 from kernels.problem import Problem
+from kernels.roofline import work
 from kernels.registry import get_problem, problem_names
 
 router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
@@ -24,15 +25,10 @@ def problem_knobs(problem: Problem) -> list[KnobPublic]:
 
 
 def problem_public(problem: Problem) -> ProblemPublic:
-    bench = [
-        {
-            "shape": list(shape),
-            "label": problem.describe_shape(shape),
-            "flops": problem.flops(shape),
-            "bytes": problem.bytes_moved(shape, problem.gpu_dtype),
-        }
-        for shape in problem.shapes.get("bench", ())
-    ]
+    bench = []
+    for shape in problem.shapes.get("bench", ()):
+        flops, nbytes = work(problem, shape, problem.gpu_dtype)
+        bench.append({"shape": list(shape), "label": problem.describe_shape(shape), "flops": flops, "bytes": nbytes})
     return ProblemPublic(
         **problem.public(),
         baselines=problem.baselines,

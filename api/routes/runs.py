@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from api import lineage
 from api import runs_service as service
 from api.deps import INVALID_TOKEN, MISSING_TOKEN, AuthDep, SessionDep, SettingsDep, TemporalDep, page_token_state
 from api.errors import invalid
@@ -147,6 +148,8 @@ def _insert_run(url: str, run: OptimizeInput) -> None:
             proposer=run.proposer,
             candidates_per_iteration=run.candidates_per_iteration,
             workflow_id=run.run_id,
+            from_run=run.start_from.run_id if run.start_from else None,
+            from_kind=run.start_from.kind if run.start_from else None,
         )
 
 
@@ -163,10 +166,16 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     errors += [invalid(["body", "goal"], message, body.goal.model_dump()) for message in goal.problems()]
     errors += [invalid(["body", "budget"], message, body.budget.model_dump()) for message in budget.problems()]
     errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
+    url = settings.resolved_database_url
+    if body.from_run is not None:
+        parent = await run_in_threadpool(lineage.load_parent, url, body.from_run)
+        refusals = lineage.fork_problems(parent, body.from_run, body.problem)
+        errors += [invalid(["body", "from_run"], message, body.from_run) for message in refusals]
     if errors:
         raise RequestValidationError(errors)
     await _check_proposer(temporal, settings, proposer)
     arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
+    start_from = await lineage.start_from(temporal, url, body.from_run, "fork") if body.from_run else None
     run = OptimizeInput(
         run_id=service.new_run_id(body.problem),
         problem=body.problem,
@@ -175,9 +184,15 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
         gpu_arch=arch,
-        # The workflow's own default hard-codes the "marathon-gpu-" prefix; the settings may not.
+        # The queue's name has one owner: the settings' prefix, here at the edge.
         evaluate_task_queue=f"{settings.gpu_task_queue_prefix}{arch}",
+        start_from=start_from,
     )
+    return await _launch(run, settings, temporal)
+
+
+async def _launch(run: OptimizeInput, settings, temporal) -> RunCreated:
+    """Insert the store row, then start the workflow; a start that fails takes the row back out."""
     url = settings.resolved_database_url
     # The row goes first: the workflow's activities record attempts against it.
     await run_in_threadpool(_insert_run, url, run)

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+from kernels import roofline
 from kernels.problem import Problem
 
-# H200 datasheet peaks (dense bf16 tensor cores; HBM3e). Measured ceilings are lower
-# (``../shared/ANCHORS.md``: 680-790 TFLOP/s, 4.28 TB/s), so a floor built on the datasheet
-# is itself generous.
-PEAK_FLOPS = 989e12
-PEAK_BYTES_PER_S = 4.8e12
+# The judge's floor is built on the datasheet ceilings (``kernels.roofline.DATASHEET``): the card
+# measures lower (about 790 TFLOP/s and 4.3 TB/s), so a floor on the datasheet is itself generous.
+CEILINGS = roofline.DATASHEET
 # A time below this fraction of the floor is impossible, not fast: the judge calls it suspicious.
 IMPOSSIBLE_FRACTION = 0.5
 
 
 def floor_ms(problem: Problem, shape: tuple[int, ...], dtype: str) -> float:
-    """max(flops / peak, bytes / bandwidth) in milliseconds."""
-    try:
-        flops = float(problem.flops(shape, dtype))
-    except TypeError:
-        flops = float(problem.flops(shape))
-    moved = float(problem.bytes_moved(shape, dtype))
-    return max(flops / PEAK_FLOPS, moved / PEAK_BYTES_PER_S) * 1e3
+    """max(flops / peak, bytes / bandwidth) in milliseconds, on the datasheet ceilings."""
+    return roofline.problem_floor_ms(problem, shape, dtype, CEILINGS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from kernels import roofline
 from kernels.judge import physics, plan as planning
 from kernels.judge.children import Stop
 from kernels.judge.report import JudgeReport
@@ -116,7 +117,7 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         shape = tuple(item["dims"])
         floor = physics.floor_ms(spec, shape, dtype_of(spec, device))
         item["floor_ms"] = floor
-        item["roofline"] = min(floor / max(cand["median_ms"], 1e-12), 10.0)
+        item["roofline"] = min(roofline.fraction(floor, max(cand["median_ms"], 1e-12)), 10.0)
         rooflines.append(item["roofline"])
         graph = item.get("graph") or {}
         if "median_ms" in graph.get("candidate", {}) and "median_ms" in graph.get("baseline", {}):
@@ -127,7 +128,7 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         best = min(times)
         if best < physics.IMPOSSIBLE_FRACTION * floor:
             doubts.append(f"{item['shape']}: {best * 1e3:.2f} us is below half the physical floor "
-                          f"({floor * 1e3:.2f} us at H200 peak): impossible, not fast")
+                          f"({floor * 1e3:.2f} us at the H200 datasheet peak): impossible, not fast")
         outside_events = cand["median_wall_ms"] - cand["median_ms"]
         baseline_outside = base["median_wall_ms"] - base["median_ms"]
         if cand["median_ms"] < 0.5 * cand["median_wall_ms"] and outside_events > max(0.05, 3 * baseline_outside):

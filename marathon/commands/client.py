@@ -16,6 +16,7 @@ from typing import Any
 from marathon.commands.connection import calling_api, common_options, fail
 from marathon.commands.display import best_attempt, describe_run, follow, format_speedup, goal_text, iterations_budget
 from marathon.progress import duration, elapsed_s
+from workflows.types import OBJECTIVES
 
 ID_HELP = "the run's id, as `marathon run` printed it and `marathon runs` lists it (e.g. kda-1f3c2b9a0d4e)"
 
@@ -57,7 +58,7 @@ def register(subparsers) -> None:
         "target", type=float, help="the new target: a speedup (2.5 for 2.5x) or a roofline fraction (0.6)"
     )
     goal.add_argument(
-        "--objective", choices=("speedup", "roofline"), default=None,
+        "--objective", choices=OBJECTIVES, default=None,
         help="what the target measures (default: keep the run's)",
     )
     goal.set_defaults(handler=goal_command)

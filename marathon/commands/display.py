@@ -8,8 +8,9 @@ import time
 from typing import Any, Optional
 
 from marathon.progress import candidates_line, time_line
+from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-FINISHED = ("completed", "stopped", "failed")
+FINISHED = FINISHED_RUN_STATUSES
 LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
 
@@ -23,11 +24,12 @@ def format_speedup(value: Optional[float], timing_kind: Optional[str] = None) ->
 
 
 def goal_text(goal: Any) -> str:
+    """The goal as the API returned it, written by ``Goal.format_target``; what is not a goal, as it is."""
     if isinstance(goal, dict):
         target = goal.get("target")
-        if goal.get("objective", "speedup") == "roofline":
-            return f"{target:g} of roofline" if isinstance(target, (int, float)) else str(target)
-        return f"{target:g}x" if isinstance(target, (int, float)) else str(target)
+        if isinstance(target, (int, float)) and not isinstance(target, bool):
+            return Goal(objective=str(goal.get("objective", "speedup")), target=float(target)).format_target()
+        return str(target)
     return "-" if goal is None else str(goal)
 
 
@@ -55,6 +57,8 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     ]
     if run.get("phase"):
         lines.append(f"  phase        {run['phase']}")
+    if run.get("from_run"):
+        lines.append(f"  {'continues' if run.get('from_kind') == 'continue' else 'forked from':12} {run['from_run']}")
     lines += [
         f"  iteration    {run.get('iteration', 0)}" + (f" of {iterations}" if iterations else ""),
         f"  best         {format_speedup(run.get('best_speedup'), timing_kind(run))}",

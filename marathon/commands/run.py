@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from marathon.commands import lineage
 from marathon.commands.connection import calling_api, common_options
 from marathon.commands.display import follow, link_lines
+from workflows.types import OBJECTIVES
 
 
 def register(subparsers) -> None:
@@ -34,7 +36,7 @@ def register(subparsers) -> None:
         "--goal", type=float, default=None, help="target value: speedup (e.g. 2.0) or roofline fraction (e.g. 0.6)"
     )
     run.add_argument(
-        "--objective", choices=("speedup", "roofline"), default=None, help="what the goal measures (default: speedup)"
+        "--objective", choices=OBJECTIVES, default=None, help="what the goal measures (default: speedup)"
     )
     run.add_argument("--iterations", type=int, default=None, help="iteration budget")
     run.add_argument("--hours", type=float, default=None, help="wall-clock budget in hours")
@@ -43,8 +45,8 @@ def register(subparsers) -> None:
     )
     run.add_argument("--candidates", type=int, default=None, help="candidates per iteration")
     run.add_argument("--seed", type=int, default=None, help="proposer seed")
-    # Flags that start a run from another one (continue it with more budget, or fork its best kernel)
-    # belong here, after the body's own flags; `flag_body` turns them into the keys they add.
+    # Flags that start a run from another one: continue it with more budget, or fork its best kernel.
+    lineage.add_flags(run)
     run.add_argument("--wait", action="store_true", help="watch the run until it ends")
     run.set_defaults(handler=run_command, usage_error=run.error)
 
@@ -67,6 +69,8 @@ def flag_body(args: argparse.Namespace) -> dict[str, Any]:
         body["proposer"] = proposer
     if args.candidates is not None:
         body["candidates_per_iteration"] = args.candidates
+    if args.from_run is not None:
+        body["from_run"] = args.from_run
     return body
 
 
@@ -82,6 +86,9 @@ def run_body(args: argparse.Namespace) -> dict[str, Any]:
 def run_command(args: argparse.Namespace) -> int:
     from marathon.commands.run_file import RunFileError, to_toml
 
+    lineage.check_usage(args)
+    if args.continue_run is not None:
+        return continue_run(args)
     try:
         body = run_body(args)
     except RunFileError as error:
@@ -100,8 +107,19 @@ def run_command(args: argparse.Namespace) -> int:
 @calling_api
 def start_run(client, args: argparse.Namespace, body: dict[str, Any]) -> int:
     run = client.create_run(body)
+    parent = f", forked from {body['from_run']}" if body.get("from_run") else ""
+    return started(client, args, run, f"{body['problem']}{parent}")
+
+
+@calling_api
+def continue_run(client, args: argparse.Namespace) -> int:
+    run = client.continue_run(args.continue_run, lineage.continue_body(args))
+    return started(client, args, run, f"continues {args.continue_run}")
+
+
+def started(client, args: argparse.Namespace, run: dict[str, Any], what: str) -> int:
     run_id = run["id"]
-    print(f"started run {run_id} ({body['problem']})")
+    print(f"started run {run_id} ({what})")
     for line in link_lines(run):
         print(line)
     if not args.wait:

@@ -100,7 +100,6 @@ class FakeLoopActivities:
                 speedup=speedup,
                 timing_kind="fake",
                 gpu_seconds=1.0,
-                device="fake",
                 profile={"registers": 96 + request.index, "spills": 0},
             )
 
@@ -128,7 +127,7 @@ async def soak(args: argparse.Namespace) -> int:
     from activities.compact import Compactor
     from marathon.settings import Settings
     from marathon.temporal_server import DevServer, connect_when_ready
-    from marathon.workers import build_cpu_worker, build_gpu_worker
+    from marathon.workers import build_cpu_worker, build_gpu_worker, llm_endpoint
     from workflows.optimize import OptimizeKernelWorkflow
     from workflows.types import Budget, Goal, OptimizeInput
 
@@ -145,7 +144,7 @@ async def soak(args: argparse.Namespace) -> int:
         fakes = FakeLoopActivities(rss_every=max(1, args.iterations // 10))
         propose, evaluate, record, record_run = fakes.activities()
         queue, evaluate_queue = f"soak-{uuid.uuid4().hex[:8]}", f"soak-eval-{uuid.uuid4().hex[:8]}"
-        compact = Compactor(settings).compact
+        compact = Compactor(llm_endpoint(settings)).compact
         await stack.enter_async_context(
             build_cpu_worker(client, settings, task_queue=queue, activities=[propose, compact, record, record_run])
         )

@@ -77,10 +77,11 @@ def migrate_command(args: argparse.Namespace) -> int:
 
 
 def token_command(args: argparse.Namespace) -> int:
+    from marathon.settings import get_settings
     from store.db import session_scope
     from store.repository import create_token
 
-    with session_scope() as session:
+    with session_scope(get_settings().resolved_database_url) as session:
         token = create_token(session, name=args.name)
     print(token)
     return 0

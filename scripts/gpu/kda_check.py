@@ -98,6 +98,7 @@ def main() -> int:
     from kernels.kda.baseline import baselines
     from kernels.kda.definition import PROBLEM, make_inputs
     from kernels.kda.reference import kda_chunked_reference, kda_reference
+    from kernels import roofline
     from kernels.timing import L2Flusher, geomean, time_interleaved
 
     out_dir = os.environ.get("OUT", tempfile.mkdtemp())
@@ -150,12 +151,12 @@ def main() -> int:
                 speedups[label].append(base / value)
         results["timing"][str(shape)] = {"ms": ms, "spread": spread}
         print(f"{shape}: " + " ".join(cells) + f"  [{time.time() - t0:.0f}s]", flush=True)
-        byte_count = PROBLEM.bytes_moved(shape, "bfloat16")
+        flop_count, byte_count = roofline.work(PROBLEM, shape, "bfloat16")
         best = min((ms[label], label) for label in ours)
         print(
             f"    best ours {best[1]}: {base / best[0]:.2f}x vs {next(iter(providers))}, "
             f"{byte_count / best[0] / 1e6:.0f} GB/s of ideal traffic, "
-            f"{PROBLEM.flops(shape) / best[0] / 1e9:.1f} TFLOP/s",
+            f"{flop_count / best[0] / 1e9:.1f} TFLOP/s",
             flush=True,
         )
         del input_sets

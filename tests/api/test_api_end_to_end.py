@@ -11,7 +11,7 @@ from temporalio import activity
 from activities.compact import Compactor
 from activities.record import Recorder
 from api.temporal import TemporalGateway
-from marathon.workers import build_cpu_worker, build_gpu_worker
+from marathon.workers import build_cpu_worker, build_gpu_worker, llm_endpoint
 from store.artifacts import put_text
 from store.db import session_scope
 from workflows.types import Candidate, EvaluateInput, EvaluateResult, ProposeInput, ProposeResult
@@ -44,7 +44,6 @@ class ScriptedLoop:
             status="ok",
             speedup=scripted_speedup(input.iteration, input.index),
             timing_kind="interpreter",
-            device="fake",
         )
 
 
@@ -72,7 +71,7 @@ async def test_a_run_through_the_api_completes_and_reads_back(bare_api):
         api.client,
         api.settings,
         task_queue=api.task_queue,
-        activities=[loop.propose, Compactor(api.settings).compact, recorder.record, recorder.record_run],
+        activities=[loop.propose, Compactor(llm_endpoint(api.settings)).compact, recorder.record, recorder.record_run],
     )
     gpu = build_gpu_worker(api.client, api.settings, task_queue=evaluate_queue, activities=[loop.evaluate])
     async with cpu, gpu:

@@ -8,8 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-
-yaml = pytest.importorskip("yaml")
+import yaml  # pyyaml is a test dependency (pyproject's "test" extra)
 
 from marathon.cli import build_parser
 from workflows.search_attributes import SEARCH_ATTRIBUTES

@@ -70,7 +70,7 @@ def test_without_an_iteration_budget_only_the_count_shows():
 
 def test_a_roofline_goal_and_missing_fields():
     run = run_state(2, goal={"objective": "roofline", "target": 0.6})
-    assert progress_line(run) == "[####--------------------] 2/10  best -  goal 0.6 of roofline  running"
+    assert progress_line(run) == "[####--------------------] 2/10  best -  goal 60% of roofline  running"
     # A reply without iteration or status (an older API) still draws a bar.
     assert progress_line({"budget": {"iterations": 4}}) == "[------------------------] 0/4  best -  goal -  ?"
 

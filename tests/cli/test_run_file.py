@@ -23,6 +23,7 @@ FULL_RUN_FILE = """\
 problem = "kda"
 candidates_per_iteration = 3
 gpu_arch = "cpu"
+from_run = "kda-20261202-parent"
 
 [goal]
 objective = "roofline"
@@ -48,6 +49,7 @@ FULL_BODY = {
     "problem": "kda",
     "candidates_per_iteration": 3,
     "gpu_arch": "cpu",
+    "from_run": "kda-20261202-parent",
     "goal": {"objective": "roofline", "target": 0.6, "tolerance": 0.05, "intent": "beat FLA at long contexts"},
     "budget": {"iterations": 120, "hours": 12.0, "gpu_seconds": 3600.0, "tokens": 2_000_000, "plateau_iterations": 25},
     "proposer": {
@@ -229,7 +231,7 @@ def write_bytes(tmp_path, data):
         (
             'problem = "kda"\ncolour = "red"\n',
             "unknown key `colour`; a run file takes: "
-            "problem, goal, budget, proposer, candidates_per_iteration, gpu_arch",
+            "problem, goal, budget, proposer, candidates_per_iteration, gpu_arch, from_run",
         ),
         (
             'problem = "kda"\n[goal]\nzzz = 1\n',

@@ -1,4 +1,4 @@
-"""The benchmark's pure parts (roofline, rates, tables, checks); timing itself needs a GPU."""
+"""The benchmark's pure parts (rates, tables, checks); timing itself needs a GPU. The roofline: test_roofline.py."""
 
 import io
 
@@ -9,29 +9,11 @@ from kernels import bench
 from kernels.mla.definition import PROBLEM
 
 
-def test_roofline_of_the_mla_headline_is_memory_bound():
-    flops, nbytes = PROBLEM.flops((1, 64, 8192)), PROBLEM.bytes_moved((1, 64, 8192), "bfloat16")
-    floor = bench.roofline_ms(flops, nbytes, bench.H200_PEAK_TFLOPS["bfloat16"], bench.H200_BANDWIDTH_TBS)
-    assert floor == pytest.approx(9_576_448 / 4.3e12 * 1e3)
-    assert floor == pytest.approx(0.002227, rel=1e-3)
-
-
-def test_roofline_takes_the_compute_term_when_it_is_larger():
-    assert bench.roofline_ms(790e12, 1.0, 790.0, 4.3) == pytest.approx(1000.0)
-    with pytest.raises(ValueError, match="peak=0"):
-        bench.roofline_ms(1.0, 1.0, 0.0, 4.3)
-
-
 def test_throughput_units():
     tflops, gbs = bench.throughput(2e9, 4e6, 2.0)
     assert tflops == pytest.approx(1.0) and gbs == pytest.approx(2.0)
     with pytest.raises(ValueError, match="positive"):
         bench.throughput(1.0, 1.0, 0.0)
-
-
-def test_call_model_accepts_both_signatures():
-    assert bench.call_model(lambda shape: shape[0] * 2.0, (3,), "bfloat16") == 6.0
-    assert bench.call_model(lambda shape, dtype: 4.0 if dtype == "float32" else 2.0, (3,), "float32") == 4.0
 
 
 def test_relative_rms_error():

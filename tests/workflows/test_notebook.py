@@ -1,13 +1,9 @@
-"""The loop's pure logic, without Temporal."""
+"""The notebook: attempts, hints, compaction and feedback, without Temporal."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
-import pytest
-
 from workflows import notebook as nb
-from workflows.types import BestKernel, Budget, Candidate, EvaluateResult, Goal, Notebook, RunState
+from workflows.types import Candidate, EvaluateResult, Notebook
 
 
 def ok(speedup: float, **profile) -> EvaluateResult:
@@ -16,19 +12,6 @@ def ok(speedup: float, **profile) -> EvaluateResult:
 
 def failed(status: str, message: str) -> EvaluateResult:
     return EvaluateResult(status=status, message=message)
-
-
-def best(speedup: float) -> BestKernel:
-    return BestKernel(iteration=1, index=0, source_sha="a", strategy="s", speedup=speedup, roofline=speedup / 10)
-
-
-def test_challenger_picks_the_highest_result_that_beats_the_best():
-    goal = Goal()
-    results = [ok(1.2), failed("incorrect", "max error 3e-1"), ok(1.5), ok(1.5), ok(0.9)]
-    assert nb.challenger(goal, best(1.3), results) == 2  # ties go to the earlier one
-    assert nb.challenger(goal, best(1.5), results) is None  # equal is not better
-    assert nb.challenger(goal, None, [failed("compile_error", "x")]) is None
-    assert nb.challenger(Goal(objective="roofline", target=0.5), best(1.4), [ok(1.45), ok(1.0)]) == 0
 
 
 def test_add_attempt_keeps_figures_and_messages_short():
@@ -88,34 +71,15 @@ def test_notebook_stays_bounded_over_a_thousand_iterations():
     assert "split K" in notebook.failed_strategies[0]
 
 
-def test_stop_reasons_in_priority_order():
-    goal, budget = Goal(target=2.0, tolerance=0.1), Budget(iterations=10, hours=1, gpu_seconds=100, tokens=1000, plateau_iterations=3)
-    state = RunState(iteration=5, last_improvement_iteration=4)
-    assert nb.stop_reason(goal, budget, state, hours=0.5) == ""
-    assert nb.stop_reason(goal, budget, RunState(iteration=5, best=best(1.8)), 0.5) == "goal_reached"  # 1.8 >= 2*(1-0.1)
-    assert nb.stop_reason(goal, budget, RunState(iteration=10, last_improvement_iteration=9), 0.5) == "budget_iterations"
-    assert nb.stop_reason(goal, budget, state, hours=1.0) == "budget_hours"
-    assert nb.stop_reason(goal, budget, RunState(iteration=5, last_improvement_iteration=4, gpu_seconds=100), 0) == "budget_gpu_seconds"
-    assert nb.stop_reason(goal, budget, RunState(iteration=5, last_improvement_iteration=4, tokens=1000), 0) == "budget_tokens"
-    assert nb.stop_reason(goal, budget, RunState(iteration=7, last_improvement_iteration=4), 0) == "plateau"
-    assert nb.stop_reason(goal, budget, RunState(iteration=10, stop_requested=True, best=best(3)), 0) == "stopped"
-
-
-def test_hours_since_start():
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert nb.hours_since(start.isoformat(), start + timedelta(minutes=90)) == pytest.approx(1.5)
-    assert nb.hours_since(None, start) == 0.0
-
-
-def test_details_line_reads_at_a_glance():
-    line = nb.details_line(17, Goal(target=2.0), best(1.32), ["ok", "ok", "incorrect", "ok"])
-    assert line == "iter 17 · best 1.32x · goal 2x · 3 ok / 1 incorrect"
-    roof = nb.details_line(2, Goal(objective="roofline", target=0.6), best(4.1), [], "evaluating 4")
-    assert roof == "iter 2 · best 41.0% of roofline · goal 60% · no attempts · evaluating 4"
-
-
 def test_feedback_names_the_candidate_and_the_reason():
     assert nb.feedback(Candidate(2, "s", "swap loops"), failed("incorrect", "rel rms 0.2 > 0.01\ntrace")) == (
         "#2 swap loops: incorrect rel rms 0.2 > 0.01"
     )
     assert nb.feedback(Candidate(0, "s", "t"), ok(1.234, registers=80)) == "#0 t: ok 1.23x registers=80"
+
+
+def test_iteration_feedback_adds_the_proposer_errors_bounded():
+    errors = [f"error {n} " + "x" * 500 for n in range(nb.MAX_PROPOSER_ERRORS + 3)]
+    lines = nb.iteration_feedback([Candidate(0, "s", "t")], [ok(1.5)], errors)
+    assert lines[0] == "#0 t: ok 1.5x" and len(lines) == 1 + nb.MAX_PROPOSER_ERRORS
+    assert lines[1].startswith("error 0 ") and all(len(line) == nb.FEEDBACK_LIMIT for line in lines[1:])

@@ -12,9 +12,6 @@ from proposer_requests import GOOD_REPLY, INTENT
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 
-from activities.compact import Compactor
-from activities.propose import ProposeActivities
-from activities.record import Recorder
 from marathon.workers import build_cpu_worker, build_gpu_worker
 from store.db import session_scope
 from store.repository import list_attempts
@@ -26,7 +23,7 @@ MALFORMED = "Strategy: bigger tiles\nI would raise BLOCK to 256 but I will not w
 
 @activity.defn(name="evaluate")
 async def evaluate(request: EvaluateInput) -> EvaluateResult:
-    return EvaluateResult(status="ok", speedup=1.2, timing_kind="interpreter", gpu_seconds=0.1, device="fake")
+    return EvaluateResult(status="ok", speedup=1.2, timing_kind="interpreter", gpu_seconds=0.1)
 
 
 async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal_env, fake_llm, llm_settings, store_url):
@@ -40,14 +37,8 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
     client = temporal_env.client
-    recorder = Recorder(store_url)
-    cpu_activities = [
-        ProposeActivities(database_url=store_url, settings=llm_settings).propose,
-        Compactor(llm_settings).compact,
-        recorder.record,
-        recorder.record_run,
-    ]
-    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, activities=cpu_activities)
+    # The real CPU activities, built from the settings as a worker process builds them.
+    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, database_url=store_url)
     gpu = build_gpu_worker(client, llm_settings, task_queue=evaluate_queue, activities=[evaluate])
     async with cpu, gpu:
         result = await client.execute_workflow(

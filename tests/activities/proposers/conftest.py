@@ -1,5 +1,6 @@
 """Fixtures for the proposer tests: a migrated SQLite store with one run, the fake
-OpenAI-compatible server, worker settings that point at it, and a Temporal dev server."""
+OpenAI-compatible server, the LLM endpoint an activity is given for it (and the worker settings
+that the composition root turns into that endpoint), and a Temporal dev server."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import pytest_asyncio
 from pydantic import SecretStr
 
+from activities.config import LLMEndpoint
 from fakes.openai_server import FakeOpenAIServer
 from marathon.settings import Settings
 from proposer_requests import FAKE_KEY, RUN_ID
@@ -45,14 +47,21 @@ def fake_llm():
 
 
 @pytest.fixture
-def llm_settings(fake_llm, tmp_path):
+def llm(fake_llm):
+    """The endpoint an activity is built with: the fake server, a key, non-default model and temperature."""
+    return LLMEndpoint(base_url=fake_llm.base_url, model="fake-model", api_key=FAKE_KEY, temperature=0.3, timeout_s=5.0)
+
+
+@pytest.fixture
+def llm_settings(llm, tmp_path):
+    """Worker settings for the same endpoint: ``marathon.workers`` turns them into ``llm``."""
     return Settings(
         home=tmp_path,
-        llm_base_url=fake_llm.base_url,
-        llm_model="fake-model",
-        llm_api_key=SecretStr(FAKE_KEY),
-        llm_temperature=0.3,
-        llm_timeout_s=5.0,
+        llm_base_url=llm.base_url,
+        llm_model=llm.model,
+        llm_api_key=SecretStr(llm.api_key),
+        llm_temperature=llm.temperature,
+        llm_timeout_s=llm.timeout_s,
     )
 
 

@@ -3,6 +3,7 @@ artifact store, the same proposal on a retry, and bad input failing for good."""
 
 from __future__ import annotations
 
+import proposer_toy_problem as toy_problem
 import proposer_toy_space as toy
 import pytest
 from proposer_requests import RUN_ID
@@ -13,7 +14,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.propose import ProposeActivities
 from activities.proposers.base import PastAttempt
 from activities.proposers.knob_space import KnobSpace
-from store.artifacts import get_text, sha256_text
+from activities.proposers.search import choose_points, generator_for
+from store.artifacts import get_text
 from store.db import session_scope
 from store.repository import list_attempts, record_attempt
 from workflows.types import Goal, Notebook, ProposeInput, ProposerConfig
@@ -70,21 +72,26 @@ async def test_candidates_are_rendered_points_stored_by_reference(store_url):
             assert candidate.error is None
             assert get_text(session, candidate.source_sha) == toy.render(candidate.knobs)
             assert candidate.strategy == toy.describe(candidate.knobs)
-    default_sha = sha256_text(toy.render(toy.DEFAULT))
-    assert all(c.parent_sha == default_sha for c in result.candidates[1:])
     assert result.tokens_used == 0 and result.errors == []
 
 
 async def test_history_in_the_store_steers_and_nothing_recorded_is_proposed_again(store_url):
     first = await propose(store_url, request(0))
-    record(store_url, 0, first.candidates, [("ok", 1.0), ("compile_error", None), ("ok", 1.4), ("incorrect", None)])
+    outcomes = [("ok", 1.0), ("compile_error", None), ("ok", 1.4), ("incorrect", None)]
+    record(store_url, 0, first.candidates, outcomes)
     second = await propose(store_url, request(1))
     recorded = {SPACE.key(c.knobs) for c in first.candidates}
     assert len(second.candidates) == 4
     assert not recorded & {SPACE.key(c.knobs) for c in second.candidates}
-    # The best point (1.4x) is the parent of most new points.
-    best_sha = first.candidates[2].source_sha
-    assert sum(c.parent_sha == best_sha for c in second.candidates) >= 1
+    # The activity hands the search exactly what the store holds: its points are the search's
+    # points for that history, and the best point (1.4x) is the parent of at least one of them.
+    history = [
+        PastAttempt(0, c.index, c.strategy, c.knobs, status, speedup, "" if status == "ok" else f"{status} in the toy")
+        for c, (status, speedup) in zip(first.candidates, outcomes)
+    ]
+    expected = choose_points(SPACE, history, 4, generator_for(toy_problem.PROBLEM.name, 7, 1))
+    assert [c.knobs for c in second.candidates] == [dict(point) for point, _ in expected]
+    assert any(parent == first.candidates[2].knobs for _, parent in expected)
 
 
 async def test_a_retry_proposes_the_same_even_after_a_partial_record(store_url):

@@ -12,9 +12,6 @@ from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
 
-from activities.compact import Compactor
-from activities.propose import ProposeActivities
-from activities.record import Recorder
 from marathon.settings import Settings
 from marathon.workers import build_cpu_worker, build_gpu_worker
 from store.db import session_scope
@@ -32,14 +29,8 @@ async def evaluate(request: EvaluateInput) -> EvaluateResult:
 async def _run(client, settings: Settings, store_url: str) -> tuple[str, BaseException]:
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-misconf-{uuid.uuid4().hex[:8]}"
-    recorder = Recorder(store_url)
-    activities = [
-        ProposeActivities(database_url=store_url, settings=settings).propose,
-        Compactor(settings).compact,
-        recorder.record,
-        recorder.record_run,
-    ]
-    cpu = build_cpu_worker(client, settings, task_queue=queue, activities=activities)
+    # The real CPU activities, built from the settings as a worker process builds them.
+    cpu = build_cpu_worker(client, settings, task_queue=queue, database_url=store_url)
     gpu = build_gpu_worker(client, settings, task_queue=evaluate_queue, activities=[evaluate])
     async with cpu, gpu:
         with pytest.raises(WorkflowFailureError) as failure:

@@ -13,10 +13,7 @@ from proposer_requests import FAKE_KEY, GOOD_REPLY
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 
-from activities.compact import Compactor
-from activities.propose import ProposeActivities
 from activities.proposers.llm import TRANSCRIPT_TEXT_LIMIT, scrub, transcript
-from activities.record import Recorder
 from marathon.workers import build_cpu_worker, build_gpu_worker
 from store.artifacts import get_text
 from store.db import session_scope
@@ -27,7 +24,7 @@ from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, Optimiz
 
 @activity.defn(name="evaluate")
 async def evaluate(request: EvaluateInput) -> EvaluateResult:
-    return EvaluateResult(status="ok", speedup=1.1, timing_kind="interpreter", gpu_seconds=0.1, device="fake")
+    return EvaluateResult(status="ok", speedup=1.1, timing_kind="interpreter", gpu_seconds=0.1)
 
 
 async def test_each_llm_attempt_stores_its_prompt_and_reply_redacted(temporal_env, fake_llm, llm_settings, store_url):
@@ -36,14 +33,8 @@ async def test_each_llm_attempt_stores_its_prompt_and_reply_redacted(temporal_en
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
     client = temporal_env.client
-    recorder = Recorder(store_url)
-    cpu_activities = [
-        ProposeActivities(database_url=store_url, settings=llm_settings).propose,
-        Compactor(llm_settings).compact,
-        recorder.record,
-        recorder.record_run,
-    ]
-    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, activities=cpu_activities)
+    # The real CPU activities, built from the settings as a worker process builds them.
+    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, database_url=store_url)
     gpu = build_gpu_worker(client, llm_settings, task_queue=evaluate_queue, activities=[evaluate])
     async with cpu, gpu:
         await client.execute_workflow(

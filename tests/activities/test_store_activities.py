@@ -9,11 +9,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.compact import Compactor
+from activities.config import LLMEndpoint
 from activities.record import Recorder
 from store.db import session_scope
 from store.repository import get_run, list_attempts
 from tests.fakes.openai_server import FakeOpenAIServer, completion_reply, error_reply
-from tests.loop_fixtures import loop_settings
 from tests.store.conftest import database_url, empty_database_url  # noqa: F401  (fixtures)
 from workflows import notebook as nb
 from workflows.types import (
@@ -28,6 +28,8 @@ from workflows.types import (
     RunCreateInfo,
     RunProgressInput,
 )
+
+COMPACT_KEY = "sk-compact-0123456789abcdef"
 
 
 def create_info() -> RunCreateInfo:
@@ -112,7 +114,7 @@ def notebook_with(entries: int) -> Notebook:
 
 
 async def test_compact_without_llm_is_deterministic():
-    compactor = Compactor(loop_settings())
+    compactor = Compactor()
     request = CompactInput(run_id="r", goal=Goal(), notebook=notebook_with(10), proposer=ProposerConfig(), keep_recent=4)
     result = await ActivityEnvironment().run(compactor.compact, request)
     assert result.notebook == nb.compact(request.notebook, 4) and result.tokens_used == 0
@@ -124,7 +126,7 @@ async def test_llm_compaction_distils_lessons_and_falls_back_on_failure():
             completion_reply("Lessons:\n- tile 64 is steady at 1.1x\n- never split K\nnot a lesson", total_tokens=300),
             error_reply(500, "upstream down"),
         )
-        compactor = Compactor(loop_settings(llm_base_url=server.base_url))
+        compactor = Compactor(LLMEndpoint(base_url=server.base_url, api_key=COMPACT_KEY))
         request = CompactInput(
             run_id="r",
             goal=Goal(target=2.5, intent="beat FLA"),
@@ -136,8 +138,10 @@ async def test_llm_compaction_distils_lessons_and_falls_back_on_failure():
         distilled = await env.run(compactor.compact, request)
         fallback = await env.run(compactor.compact, request)
         prompt = server.requests[0].prompt_text()
+        authorization = server.requests[0].headers["authorization"]
 
     assert distilled.tokens_used == 300
+    assert authorization == f"Bearer {COMPACT_KEY}"  # the worker's key, given at construction
     assert distilled.notebook.stats["llm_lessons"] == ["tile 64 is steady at 1.1x", "never split K"]
     assert distilled.notebook.lessons[-2:] == ["tile 64 is steady at 1.1x", "never split K"]
     assert len(distilled.notebook.entries) == 4

@@ -224,7 +224,7 @@ def test_a_retry_on_another_worker_process_proposes_the_same(tmp_path):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         done = subprocess.run(
             [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=Path(__file__).resolve().parents[3],
         )
         assert done.returncode == 0, done.stderr
         outputs.append(json.loads(done.stdout))
