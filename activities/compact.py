@@ -75,7 +75,8 @@ class Compactor:
         except Exception as error:  # any LLM failure: the deterministic lessons still hold
             activity.logger.warning("LLM compaction failed, compacting deterministically: %s", error)
             return CompactResult(notebook=nb.compact(input.notebook, input.keep_recent))
-        return CompactResult(notebook=nb.compact(input.notebook, input.keep_recent, llm_lessons=lessons), tokens_used=tokens)
+        notebook = nb.compact(input.notebook, input.keep_recent, llm_lessons=lessons)
+        return CompactResult(notebook=notebook, tokens_used=tokens)
 
     async def _llm_lessons(self, endpoint: str, input: CompactInput) -> tuple[list[str], int]:
         from openai import AsyncOpenAI

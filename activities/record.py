@@ -41,7 +41,8 @@ class Recorder:
 
     def _record(self, input: RecordInput) -> RecordResult:
         from store.db import session_scope
-        from store.repository import record_attempt, record_progress
+        from store.repository import record_attempt
+        from store.run_progress import record_progress
 
         result, candidate = input.result, input.candidate
         try:
@@ -88,7 +89,8 @@ class Recorder:
 
     def _record_run(self, input: RunProgressInput) -> RunProgressResult:
         from store.db import session_scope
-        from store.repository import create_run, get_run, record_progress
+        from store.repository import create_run, get_run
+        from store.run_progress import record_progress
 
         created = False
         with session_scope(self.database_url) as session:

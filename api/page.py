@@ -37,7 +37,8 @@ pre{background:#f6f8fa;padding:12px;overflow:auto;font-size:12px;line-height:1.4
 .scroll{max-height:420px;overflow:auto}
 .diff .add{color:#116329;background:#dafbe1}.diff .del{color:#82071e;background:#ffebe9}
 .diff .hunk{color:#0550ae}
-table{border-collapse:collapse;font-size:13px}td,th{border-bottom:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:13px}
+td,th{border-bottom:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 th{position:sticky;top:0;background:#fff}
 .times{font-variant-numeric:tabular-nums;white-space:nowrap}
 svg text{font-size:11px;fill:#57606a}.attempt{fill:#0969da;opacity:.55}.failed{fill:#cf222e;opacity:.5}
@@ -311,10 +312,12 @@ def _facts(data: PageData) -> str:
     ]
     if data.best_times:
         rows.append(
-            ("Best time (ours vs baseline)", f'<span id="best-times" class="times">{_times_cell(data.best_times)}</span>')
+            ("Best time (ours vs baseline)",
+             f'<span id="best-times" class="times">{_times_cell(data.best_times)}</span>')
         )
     if data.progress:
-        rows.append(("Progress", '<span id="run-progress">' + "<br>".join(esc(line) for line in data.progress) + "</span>"))
+        progress = "<br>".join(esc(line) for line in data.progress)
+        rows.append(("Progress", f'<span id="run-progress">{progress}</span>'))
     if data.stop_reason:
         rows.append(("Stopped because", esc(data.stop_reason)))
     rows.append(("Temporal", f'<a id="temporal-link" href="{esc(data.temporal_url)}">{esc(data.temporal_url)}</a>'))

@@ -5,7 +5,7 @@ record_run activity writes the final status). Two cases never get that record: a
 half-way (the API crashed between the insert and the start, so Temporal never heard of the run)
 and a workflow closed from outside (terminated, timed out, failed before recording). Every
 ``every_s`` seconds this task asks Temporal about each live row and writes the verdict
-(``runs_service.ended_verdict``) with ``repository.mark_ended``, which never touches a row that
+(``runs_service.ended_verdict``) with ``run_progress.mark_ended``, which never touches a row that
 has already finished. GET routes show the same verdict without writing it, so a read and a later
 list agree once a pass has run.
 """
@@ -22,7 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.runs_service import ended_verdict
 from api.temporal import LiveState
-from store import repository
+from store import run_progress
 from store.db import session_scope
 from store.models import Run
 
@@ -41,7 +41,7 @@ class Repair:
 
 def _live_rows(url: str) -> list[Run]:
     with session_scope(url, read_only=True) as session:
-        return repository.live_runs(session)
+        return run_progress.live_runs(session)
 
 
 def _write(url: str, repairs: list[Repair]) -> list[Repair]:
@@ -49,7 +49,7 @@ def _write(url: str, repairs: list[Repair]) -> list[Repair]:
         return [
             repair
             for repair in repairs
-            if repository.mark_ended(session, repair.run_id, status=repair.status, stop_reason=repair.stop_reason)
+            if run_progress.mark_ended(session, repair.run_id, status=repair.status, stop_reason=repair.stop_reason)
         ]
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kernels.registry import problem_names
+from kernels.registry import builtin_problem_names
 from workflows.notebook import HINT_LIMIT
 from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig
 
@@ -36,7 +36,9 @@ def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
             "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
             "(not together with objective or target)",
         }
-    schema["examples"] = [{"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}]
+    schema["examples"] = [
+        {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
+    ]
 
 
 class GoalIn(Strict):
@@ -119,7 +121,15 @@ class RunCreate(Strict):
             ]
         }
     )
-    problem: str = Field(min_length=1, max_length=200, examples=["kda"], json_schema_extra={"enum": problem_names()})
+    # The enum lists the built-in problems only: a problem from a package of your own is accepted
+    # once a worker has registered it (GET /problems lists those), which a static schema cannot know.
+    problem: str = Field(
+        min_length=1,
+        max_length=200,
+        examples=["kda"],
+        description="A problem GET /problems lists: built in, or registered by a worker that has its package",
+        json_schema_extra={"enum": builtin_problem_names()},
+    )
     goal: GoalIn = Field(default_factory=GoalIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
     proposer: ProposerIn = Field(default_factory=ProposerIn)
@@ -319,6 +329,10 @@ class ProblemPublic(BaseModel):
         default_factory=list,
         description="The search space: each knob with its allowed values and default; a hint 'name=value' sets one",
     )
+    registered_by: Optional[str] = Field(
+        default=None, description="The CPU worker that registered it when it started; null for a built-in problem"
+    )
+    registered_at: Optional[datetime] = None
 
 
 class ProblemsPublic(BaseModel):

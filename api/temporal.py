@@ -191,9 +191,9 @@ class TemporalGateway:
                 return None
             await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
 
-    async def cpu_workers(self, wait_s: float = 0.0) -> tuple[int, int]:
-        """(CPU workers polling the CPU queue's activities, how many of them offer the LLM
-        proposer), waiting up to ``wait_s`` for a first one to poll."""
+    async def cpu_identities(self, wait_s: float = 0.0) -> list[str]:
+        """The identities of the CPU workers polling the CPU queue's activities, waiting up to
+        ``wait_s`` for a first one to poll."""
         client = await self.client()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -202,8 +202,14 @@ class TemporalGateway:
                 client, self.settings.cpu_task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
             )
             if identities or loop.time() >= deadline:
-                return len(identities), sum(1 for identity in identities if LLM_CAPABILITY in identity.split())
+                return identities
             await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+
+    async def cpu_workers(self, wait_s: float = 0.0) -> tuple[int, int]:
+        """(CPU workers polling the CPU queue's activities, how many of them offer the LLM
+        proposer), waiting up to ``wait_s`` for a first one to poll."""
+        identities = await self.cpu_identities(wait_s)
+        return len(identities), sum(1 for identity in identities if LLM_CAPABILITY in identity.split())
 
     async def terminate_quietly(self, run_id: str, reason: str) -> None:
         """Best effort, for a start whose outcome is unknown (it may have reached the server)."""

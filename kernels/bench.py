@@ -116,7 +116,8 @@ def check_providers(
                 check.reason = f"{type(error).__name__}: {error}"
                 continue
             if tuple(out.shape) != tuple(expected_shape) or str(out.dtype).removeprefix("torch.") != expected_dtype:
-                check.reason = f"returned {tuple(out.shape)} {out.dtype}, expected {tuple(expected_shape)} {expected_dtype}"
+                check.reason = (f"returned {tuple(out.shape)} {out.dtype}, "
+                                f"expected {tuple(expected_shape)} {expected_dtype}")
                 continue
             check.error = max(check.error, relative_rms_error(out, ref))
     return checks

@@ -1,12 +1,19 @@
-"""The contract every problem folder fulfils.
+"""The contract every problem fulfils: Marathon's public, stable interface for a kernel to optimize.
 
-A problem folder (``kernels/kda``, ``kernels/mla``) exposes ``PROBLEM`` in its
-``definition.py``. The definition is data: names, shapes, tolerances and the
-formulas of the roofline. Everything else (tests, the benchmark, the judge, the
-search proposer) reads it instead of repeating it.
+A problem is one ``Problem`` object. The built-in ones live in ``kernels/kda`` and
+``kernels/mla`` (``definition.PROBLEM``); a problem of your own lives in your own package and
+is found by an entry point (``[project.entry-points."marathon.problems"]``, name = the problem's
+name, value = ``"your_package.definition:PROBLEM"``) or by its object path
+``"your_package.definition:PROBLEM"`` (kernels/registry.py). ``examples/rmsnorm_residual`` is a
+complete one; README.md ("Your own kernel") walks through it; ``marathon problem check NAME`` validates one.
 
-Nothing here imports torch or triton at module level, so the API and the CLI can
-list problems cheaply; the callables import what they need when called.
+The definition is data: names, shapes, tolerances and the formulas of the roofline. Everything
+else (the judge, the benchmark, the search proposer, the API) reads it instead of repeating it.
+What it promises, field by field, is in ``Problem``'s docstring; a field added later gets a
+default, so a problem written against this version keeps working.
+
+Nothing here imports torch or triton at module level, so the API and the CLI can list problems
+cheaply; the callables import what they need when called. A definition module must do the same.
 """
 
 from __future__ import annotations
@@ -80,32 +87,50 @@ class CausalAxis:
 
 @dataclass(frozen=True)
 class Problem:
-    """One optimization target.
+    """One optimization target: the contract between a problem and Marathon.
+
+    A candidate kernel is Python source defining ``kernel(**inputs)`` (keyword arguments named
+    by ``input_names``) that returns one tensor; the judge checks it against ``reference`` and
+    times it against the first of ``baselines``.
 
     Attributes:
-        name: registry key, e.g. ``"kda"``.
+        name: registry key, e.g. ``"kda"``: lower case letters, digits and ``-`` (``problem check``
+            checks it). For an entry point it must equal the entry point's name.
         title: one line for people.
         input_names: keyword arguments of ``kernel(**inputs)``, in order.
         dims: names of the shape tuple, e.g. ``("B", "T", "H", "D")``.
-        shapes: named shape sets: ``verify`` (correctness, ragged sizes included),
-            ``bench`` (timing), ``cpu`` (small, for the Triton interpreter).
-        tolerance: relative RMS error allowed against the fp32/fp64 reference, keyed by
-            the output dtype name (``"bfloat16"``, ``"float32"``).
+        shapes: named shape sets, all three required and non-empty: ``verify`` (correctness,
+            ragged sizes included: sizes that are not multiples of any tile), ``bench``
+            (timing, the shapes speedups are reported on), ``cpu`` (tiny, for the Triton
+            interpreter, which runs a kernel about a million times slower than a GPU).
+        tolerance: relative RMS error allowed against the float64 reference, keyed by the
+            output dtype name; ``gpu_dtype`` and ``cpu_dtype`` must have an entry, each > 0 and < 1.
         gpu_dtype / cpu_dtype: the dtype name inputs take on the GPU and under the
             interpreter (some Triton versions compute bf16 ``tl.dot`` wrongly there).
         causal: the time axis, or None for non-causal problems.
         make_inputs: ``(shape, seed, device, dtype, regime="default") -> dict[name, Tensor | float]``;
-            deterministic per ``(shape, seed, regime)``. ``regime`` names the input
+            deterministic per ``(shape, seed, regime)`` (draw on the CPU from a
+            ``torch.Generator`` seeded with ``regime_seed(seed, regime)``, then move to
+            ``device``), different seeds giving different tensors. ``regime`` names the input
             distribution; an unknown one raises ValueError naming the known ones. The
             ``"default"`` regime is the realistic distribution (and never changes: stored
             results depend on it); the others stress what it leaves unchecked.
-        reference: object path of ``reference(**inputs) -> Tensor`` (high precision).
+        reference: object path of ``reference(**inputs) -> Tensor``, computed in float64 (and
+            returned as float32 or float64): the truth every candidate is compared with.
+        reference_check: optional object path of a second, independently written formulation
+            of the same function (``marathon problem check`` compares the two).
         output: ``(shape, dtype) -> (output shape, output dtype name)``.
-        flops / bytes_moved: ``(shape, dtype) -> float`` for the roofline.
-        baselines: object path of ``baselines(device) -> dict[label, callable]``; the
-            first entry is the primary baseline that speedups are reported against.
+        flops / bytes_moved: ``(shape, dtype) -> float`` for the roofline: positive for every
+            shape; bytes at the ideal of each tensor touched once.
+        baselines: object path of ``baselines(device) -> dict[label, callable]``, each callable
+            taking the same keyword inputs as ``kernel``; the first entry is the primary
+            baseline that speedups are reported against.
         ours: object path of our own Triton kernel's public function.
-        space: object path of the module holding ``SPACE``, ``DEFAULT`` and ``render``.
+        space: object path of the module holding ``SPACE`` (knob -> tuple of values, neighbours
+            similar), ``DEFAULT`` (the seed kernel's point), ``render(point) -> source`` and,
+            optionally, ``KNOBS`` (knob -> one line), ``validate(point) -> list[str]`` and
+            ``describe(point) -> str``. ``render(DEFAULT)`` is the seed kernel: it must pass
+            the judge.
         regimes: the input distributions ``make_inputs`` accepts; ``"default"`` comes first.
         vary_shape: ``(listed shape, rng) -> shape`` draws a member of the listed shape's
             family, or None when the listed shapes are the only ones. A family keeps fixed
@@ -113,6 +138,8 @@ class Problem:
             the batch/head counts, and varies the length dims (sequence, cache length)
             around the listed value, so ragged lengths the list lacks appear. Each
             problem's function documents its family. ``draw_shapes`` applies it.
+        notes / extra: free text for people and proposers; problem-specific data (e.g.
+            ``launch_bound_shapes``: bench shapes also timed under CUDA-graph replay).
     """
 
     name: str
@@ -136,6 +163,7 @@ class Problem:
     extra: dict[str, Any] = field(default_factory=dict)
     regimes: tuple[str, ...] = (DEFAULT_REGIME,)
     vary_shape: Callable[[Shape, random.Random], Shape] | None = None
+    reference_check: str | None = None
 
     def __post_init__(self) -> None:
         if not self.regimes or self.regimes[0] != DEFAULT_REGIME or len(set(self.regimes)) != len(self.regimes):
@@ -165,6 +193,10 @@ class Problem:
 
     def load_reference(self) -> Callable[..., Any]:
         return load_object(self.reference)
+
+    def load_reference_check(self) -> Callable[..., Any] | None:
+        """The second formulation of the reference, or None when the problem gives none."""
+        return load_object(self.reference_check) if self.reference_check else None
 
     def load_baselines(self, device: str) -> dict[str, Callable[..., Any]]:
         return load_object(self.baselines)(device)

@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("up", "run", "client", "judge", "bench", "worker", "soak")
+COMMAND_MODULES = ("up", "run", "client", "judge", "bench", "problem", "worker", "soak")
 
 DESCRIPTION = (
     "Marathon optimizes GPU kernels over long horizons (hundreds of write, judge, profile, improve\n"
@@ -37,6 +37,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "hint": ('marathon hint kda-1f3c2b9a0d4e "try a larger chunk size"',),
     "judge": ("marathon judge my_kernel.py --problem kda", "marathon judge my_kernel.py --problem mla-decode --json"),
     "bench": ("marathon bench mla-decode", "marathon bench kda"),
+    "problem": (
+        "marathon problem check rmsnorm-residual",
+        "marathon problem check my_package.definition:PROBLEM --no-judge",
+    ),
     "worker": ("marathon worker cpu", "CUDA_VISIBLE_DEVICES=0 marathon worker gpu"),
     "soak": ("marathon soak",),
 }
@@ -62,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         usage="marathon COMMAND [options]   (marathon COMMAND --help: its options and an example)",
         description=DESCRIPTION,
         epilog="examples:\n  marathon up\n  marathon run kda --goal 2 --iterations 200\n  marathon runs\n"
-        "  marathon show RUN_ID\n\nDocs: README.md; the API's own at http://127.0.0.1:8000/docs once `marathon up` runs.",
+        "  marathon show RUN_ID\n\n"
+        "Docs: README.md; the API's own at http://127.0.0.1:8000/docs once `marathon up` runs.",
         formatter_class=_one_line_formatter,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", prog="marathon")

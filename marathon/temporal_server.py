@@ -103,7 +103,9 @@ async def connect_when_ready(address: str, namespace: str = "default", timeout_s
         except Exception as error:  # not ready yet: the next try tells
             last_error = error
             await asyncio.sleep(0.2)
-    raise TemporalServerError(f"Temporal at {address} (namespace {namespace}) not ready after {timeout_s:g} s: {last_error}")
+    raise TemporalServerError(
+        f"Temporal at {address} (namespace {namespace}) not ready after {timeout_s:g} s: {last_error}"
+    )
 
 
 class DevServer:

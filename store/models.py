@@ -1,4 +1,5 @@
-"""The store's tables: runs, their attempts and steering, content-addressed artifacts and API tokens."""
+"""The store's tables: runs, their attempts and steering, content-addressed artifacts, API tokens and the
+problems the workers registered."""
 
 from __future__ import annotations
 
@@ -110,3 +111,21 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True))
+
+
+class RegisteredProblem(Base):
+    """A problem a CPU worker could load when it started (``marathon worker cpu`` registers every
+    one it finds): the API lists it and accepts runs on it without importing its package."""
+
+    __tablename__ = "problems"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # What GET /problems shows: kernels/describe.py's describe(problem).
+    description: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Its object path ("package.module:PROBLEM") on the worker that registered it.
+    source: Mapped[str] = mapped_column(String(1000))
+    # The latest worker to register it, and every recent one (newest last, at most
+    # REGISTRANTS_KEPT): the API accepts a run when one of them polls (api/problem_catalog.py).
+    worker: Mapped[str] = mapped_column(String(300))
+    workers: Mapped[list[str]] = mapped_column(JSON, default=list)
+    registered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from store.models import ApiToken, Attempt, Run, SteeringEvent, utcnow
+from store.models import ApiToken, Attempt, RegisteredProblem, Run, SteeringEvent, utcnow
 
 TOKEN_PREFIX = "mt_"
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
@@ -110,75 +110,6 @@ def list_runs(
     return list(page), count
 
 
-# Who writes which fact of the run row (one owner each):
-# - create_run: the API's insert (problem, goal, budget, proposer, candidates, workflow id); the
-#   workflow's record_run inserts it only for runs started without the API (the soak, scripts).
-# - record_progress: the workflow, through its record and record_run activities (status, stop
-#   reason, iteration, best, goal, budget used).
-# - mark_ended: the API's background reconciler, for a row whose workflow is gone or closed
-#   without saying so (never started, terminated); it never overwrites a finished row.
-# Reads (the API's GET routes) write nothing.
-LIVE_STATUSES = ("running", "paused")
-
-
-def record_progress(
-    session: Session,
-    run_id: str,
-    *,
-    status: Optional[str] = None,
-    iteration: Optional[int] = None,
-    best_speedup: Optional[float] = None,
-    best_attempt_id: Optional[int] = None,
-    stop_reason: Optional[str] = None,
-    goal: Any = None,
-    budget_used: Optional[dict[str, float]] = None,
-) -> Run:
-    """The workflow's word on its run (None leaves a field as it is); an unknown run raises KeyError.
-    The iteration never moves backwards: "record" writes N before the workflow's state says N."""
-    run = session.get(Run, run_id)
-    if run is None:
-        raise KeyError(f"run {run_id} not found")
-    if status is not None:
-        run.status = status
-    if iteration is not None:
-        run.iteration = max(run.iteration, iteration)
-    if best_speedup is not None:
-        run.best_speedup = best_speedup
-    if best_attempt_id is not None:
-        run.best_attempt_id = best_attempt_id
-    if stop_reason is not None:
-        run.stop_reason = stop_reason
-    if goal is not None:
-        run.goal = _as_dict(goal)
-    if budget_used is not None:
-        run.budget_used = dict(budget_used)
-    run.updated_at = utcnow()
-    session.flush()
-    return run
-
-
-def live_runs(session: Session, *, limit: int = 1000) -> list[Run]:
-    """Runs the store still calls running or paused, oldest first: what the reconciler checks."""
-    _check_page(0, limit)
-    query = select(Run).where(Run.status.in_(LIVE_STATUSES)).order_by(Run.created_at, Run.id).limit(limit)
-    return list(session.scalars(query).all())
-
-
-def mark_ended(session: Session, run_id: str, *, status: str, stop_reason: str) -> bool:
-    """End a row whose workflow is gone or closed without recording it; True if it changed. Only a
-    running or paused row is touched, in one UPDATE: a workflow's own recorded end keeps its word."""
-    if status in LIVE_STATUSES:
-        raise ValueError(f"mark_ended takes a final status, got {status!r}")
-    result = session.execute(
-        update(Run)
-        .where(Run.id == run_id, Run.status.in_(LIVE_STATUSES))
-        .values(status=status, stop_reason=stop_reason, updated_at=utcnow())
-        .execution_options(synchronize_session="fetch")
-    )
-    session.flush()
-    return result.rowcount == 1
-
-
 def _find_attempt(session: Session, run_id: str, iteration: int, index: int) -> Optional[Attempt]:
     return session.scalar(
         select(Attempt).where(Attempt.run_id == run_id, Attempt.iteration == iteration, Attempt.index == index)
@@ -210,7 +141,8 @@ def record_attempt(
     created=False, also when two retries race (the loser's insert hits the unique constraint and
     it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt.
     Only attempt rows are written: the run's iteration and best are the workflow's progress,
-    written by ``record_progress`` (the record activity calls both in one transaction).
+    written by ``store.run_progress.record_progress`` (the record activity calls both in one
+    transaction).
     """
     if iteration < 0 or index < 0:
         raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
@@ -397,3 +329,31 @@ def attempt_history(session: Session, run_id: str, *, before_iteration: int) -> 
         .order_by(Attempt.iteration, Attempt.index)
     ).all()
     return [tuple(row) for row in rows]
+
+
+# A worker's identity holds its pid, so each restart registers anew; the oldest are forgotten.
+REGISTRANTS_KEPT = 16
+
+
+def register_problem(session: Session, *, name: str, description: dict[str, Any], source: str, worker: str) -> None:
+    """Insert or refresh the registration of problem ``name`` (the last worker to start wins)."""
+    if not name or len(name) > 200:
+        raise ValueError(f"a problem name has 1 to 200 characters, got {len(name)}: {name[:40]!r}")
+    row = session.get(RegisteredProblem, name)
+    if row is None:
+        row = RegisteredProblem(name=name)
+        session.add(row)
+    row.description = dict(description)
+    row.source = source[:1000]
+    row.worker = worker[:300]
+    row.workers = ([w for w in (row.workers or []) if w != row.worker] + [row.worker])[-REGISTRANTS_KEPT:]
+    row.registered_at = utcnow()
+    session.flush()
+
+
+def list_registered_problems(session: Session) -> list[RegisteredProblem]:
+    return list(session.scalars(select(RegisteredProblem).order_by(RegisteredProblem.name)).all())
+
+
+def get_registered_problem(session: Session, name: str) -> Optional[RegisteredProblem]:
+    return session.get(RegisteredProblem, name)

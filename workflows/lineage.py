@@ -69,7 +69,6 @@ def with_inherited(state: RunState, start: Optional[StartFrom], candidates: list
         source_sha=champion.source_sha,
         strategy=strategy,
         knobs=copy.deepcopy(champion.knobs),
-        parent_sha=champion.source_sha,
     )
     return [*candidates, extra]
 

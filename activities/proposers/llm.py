@@ -204,7 +204,8 @@ class LLMProposer:
                     break
                 batch.tokens_used += tokens
                 activity.logger.info(
-                    "LLM %s at %s answered candidate %d/%d with %d tokens", model, endpoint, index + 1, request.count, tokens
+                    "LLM %s at %s answered candidate %d/%d with %d tokens",
+                    model, endpoint, index + 1, request.count, tokens,
                 )
                 proposal = self._proposal(reply)
                 proposal.transcript = transcript(

@@ -56,5 +56,7 @@ def parse_reply(text: str) -> ParsedReply:
     try:
         ast.parse(source)
     except SyntaxError as error:
-        return ParsedReply(None, strategy, f"the reply's code block is not valid Python: line {error.lineno}: {error.msg}")
+        return ParsedReply(
+            None, strategy, f"the reply's code block is not valid Python: line {error.lineno}: {error.msg}"
+        )
     return ParsedReply(source, strategy)

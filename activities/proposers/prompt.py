@@ -60,7 +60,8 @@ def problem_section(problem: Problem) -> str:
     if bench:
         out_shape, out_dtype = problem.output(bench[0], problem.gpu_dtype)
         example = f" For {problem.describe_shape(bench[0])} the output is {list(out_shape)} in {out_dtype}."
-    tolerance = ", ".join(f"{v:g} in {k}" for k, v in problem.tolerance.items() if k in (problem.gpu_dtype, problem.cpu_dtype))
+    dtypes = (problem.gpu_dtype, problem.cpu_dtype)
+    tolerance = ", ".join(f"{v:g} in {k}" for k, v in problem.tolerance.items() if k in dtypes)
     lines = [f"{PROBLEM_HEADING}: {problem.name} ({problem.title})"]
     if about:
         lines.append(about)
@@ -151,7 +152,9 @@ def feedback_section(feedback: list[str]) -> str:
 
 
 def answer_section(index: int, count: int) -> str:
-    variety = f" You are writing candidate {index + 1} of {count} this round: make it differ from the obvious." if count > 1 else ""
+    variety = ""
+    if count > 1:
+        variety = f" You are writing candidate {index + 1} of {count} this round: make it differ from the obvious."
     return (
         f"{ANSWER_HEADING}\nReply with exactly one fenced ```python code block holding the complete source "
         "file, and one line `Strategy: <what you changed and why, in one line>`."

@@ -1,10 +1,11 @@
 """The search proposer: an evolutionary strategy over a problem's knob space.
 
-Fitness is the log of the goal's figure (speedup, or the roofline fraction) of accepted attempts. Per knob and value the strategy keeps the mean
-fitness (shrunk toward the overall mean, so one lucky sample does not dominate) and the failure
-rate; a knob "matters" in proportion to how far its values' scores spread. New points come from
-mutating good points (the knobs that matter most are mutated most often), crossing two good
-points (keeping the better-scoring value per knob), and sampling the space by value scores.
+Fitness is the log of the goal's figure (speedup, or the roofline fraction) of accepted attempts.
+Per knob and value the strategy keeps the mean fitness (shrunk toward the overall mean, so one lucky
+sample does not dominate) and the failure rate; a knob "matters" in proportion to how far its
+values' scores spread. New points come from mutating good points (the knobs that matter most are
+mutated most often), crossing two good points (keeping the better-scoring value per knob), and
+sampling the space by value scores.
 
 Nothing is proposed twice: points already tried in the run (failed or not) and points the
 space's ``validate`` rejects are skipped. The first iteration proposes the space's DEFAULT (our

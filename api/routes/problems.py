@@ -5,44 +5,23 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from api.deps import AuthDep
-from api.schemas import KnobPublic, Message, ProblemPublic, ProblemsPublic
-from kernels.problem import Problem
-from kernels.roofline import work
-from kernels.registry import get_problem, problem_names
+from api.deps import AuthDep, SettingsDep
+from api.problem_catalog import known_problems
+from api.schemas import Message, ProblemPublic, ProblemsPublic
 
 router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
 
 
-def problem_knobs(problem: Problem) -> list[KnobPublic]:
-    """The problem's search space: knob, allowed values, default, what it does."""
-    space = problem.load_space()
-    descriptions = getattr(space, "KNOBS", {})
+def _all_problems(database_url: str) -> list[ProblemPublic]:
     return [
-        KnobPublic(name=name, values=list(values), default=space.DEFAULT.get(name), description=descriptions.get(name, ""))
-        for name, values in space.SPACE.items()
+        ProblemPublic(**known.description, registered_by=known.worker, registered_at=known.registered_at)
+        for known in known_problems(database_url)
     ]
 
 
-def problem_public(problem: Problem) -> ProblemPublic:
-    bench = []
-    for shape in problem.shapes.get("bench", ()):
-        flops, nbytes = work(problem, shape, problem.gpu_dtype)
-        bench.append({"shape": list(shape), "label": problem.describe_shape(shape), "flops": flops, "bytes": nbytes})
-    return ProblemPublic(
-        **problem.public(),
-        baselines=problem.baselines,
-        gpu_dtype=problem.gpu_dtype,
-        bench=bench,
-        knobs=problem_knobs(problem),
-    )
-
-
-def _all_problems() -> list[ProblemPublic]:
-    return [problem_public(get_problem(name)) for name in problem_names()]
-
-
 @router.get("", response_model=ProblemsPublic)
-async def read_problems() -> ProblemsPublic:
-    problems = await run_in_threadpool(_all_problems)
+async def read_problems(settings: SettingsDep) -> ProblemsPublic:
+    """The built-in problems, then each problem a CPU worker registered when it started (a problem
+    from a package of your own appears here once a worker that has the package has started)."""
+    problems = await run_in_threadpool(_all_problems, settings.resolved_database_url)
     return ProblemsPublic(data=problems, count=len(problems))

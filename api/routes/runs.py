@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
+from types import SimpleNamespace
 from typing import Annotated, Any, Literal, Optional
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, status
@@ -14,7 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from api import lineage
+from api import lineage, problem_catalog
 from api import runs_service as service
 from api.deps import INVALID_TOKEN, MISSING_TOKEN, AuthDep, SessionDep, SettingsDep, TemporalDep, page_token_state
 from api.errors import invalid
@@ -35,7 +36,7 @@ from api.schemas import (
     SteeringPublic,
 )
 from api.temporal import TemporalUnavailable
-from kernels.registry import get_problem
+from kernels.registry import builtin_problem_names, get_problem
 from store import repository
 from store.artifacts import get_text
 from store.db import session_scope
@@ -47,7 +48,11 @@ ERRORS = {
     400: {"model": Message, "description": "The body is not UTF-8 JSON"},
     401: {"model": Message, "description": "Missing or invalid token"},
     404: {"model": Message, "description": "Unknown run"},
-    409: {"model": Message, "description": "The run has finished, or the proposer it asks for has no endpoint"},
+    409: {
+        "model": Message,
+        "description": "The run has finished, the proposer it asks for has no endpoint, or no worker that "
+        "registered its problem polls",
+    },
     413: {"model": Message, "description": "Request body too large"},
     503: {"model": Message, "description": "Temporal is not reachable, or no evaluation worker polls"},
 }
@@ -68,13 +73,18 @@ async def _load(settings, run_id: str):
         raise _not_found(error) from None
 
 
-def _check_problem(request: Request, name: str) -> list[dict]:
+def _check_problem(request: Request, name: str, database_url: str) -> list[dict]:
+    """A built-in problem, one a worker registered, or (when enabled) an object path the API loads."""
     if ":" in name and not request.app.state.allow_problem_paths:
         return [
             invalid(
                 ["body", "problem"], f"problem {name!r} is an object path; this API only runs registered problems", name
             )
         ]
+    if ":" not in name:
+        if name in builtin_problem_names() or problem_catalog.registered(database_url, name) is not None:
+            return []
+        return [invalid(["body", "problem"], problem_catalog.unknown_message(name, database_url), name)]
     try:
         get_problem(name)
     except ValueError as error:
@@ -110,6 +120,25 @@ async def _evaluation_arch(temporal, settings) -> str:
             "to queue the run for workers that will come",
         )
     return arch
+
+
+async def _check_problem_served(temporal, settings, name: str) -> None:
+    """Refuse a run on a registered problem when none of the CPU workers that registered it polls:
+    the package it needs may be on no machine that is serving now."""
+    if ":" in name or name in builtin_problem_names():
+        return
+    known = await run_in_threadpool(problem_catalog.registered, settings.resolved_database_url, name)
+    if known is None:
+        return
+    try:
+        polling = await temporal.cpu_identities(settings.worker_wait_s)
+    except TemporalUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
+    if set(polling) & set(known.workers):
+        return
+    raise HTTPException(
+        status.HTTP_409_CONFLICT, problem_catalog.not_served_message(known, polling, settings.cpu_task_queue)
+    )
 
 
 async def _check_proposer(temporal, settings, proposer) -> None:
@@ -162,7 +191,7 @@ def _delete_run(url: str, run_id: str) -> None:
 async def create_run(body: RunCreate, request: Request, settings: SettingsDep, temporal: TemporalDep) -> RunCreated:
     """Start a run: the store row and the workflow are created together or not at all."""
     goal, budget, proposer = body.goal.to_goal(), body.budget.to_budget(), body.proposer.to_config()
-    errors = await run_in_threadpool(_check_problem, request, body.problem)
+    errors = await run_in_threadpool(_check_problem, request, body.problem, settings.resolved_database_url)
     errors += [invalid(["body", "goal"], message, body.goal.model_dump()) for message in goal.problems()]
     errors += [invalid(["body", "budget"], message, body.budget.model_dump()) for message in budget.problems()]
     errors += [invalid(["body", "proposer"], message, body.proposer.model_dump()) for message in proposer.problems()]
@@ -173,6 +202,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         errors += [invalid(["body", "from_run"], message, body.from_run) for message in refusals]
     if errors:
         raise RequestValidationError(errors)
+    await _check_problem_served(temporal, settings, body.problem)
     await _check_proposer(temporal, settings, proposer)
     arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
     start_from = await lineage.start_from(temporal, url, body.from_run, "fork") if body.from_run else None
@@ -398,12 +428,29 @@ async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temp
     return GoalChanged(id=run_id, goal=asdict(goal))
 
 
-def _check_hint(problem_name: str, proposer: str, text: str) -> tuple[dict, list[str], Optional[str], str]:
+def _space_module(problem_name: str, database_url: str) -> Any:
+    """The problem's space module; for a registered problem whose package the API lacks, its
+    registered knobs (enough to check a hint; rendering happens on the worker)."""
+    try:
+        return get_problem(problem_name).load_space()
+    except (ValueError, ImportError, AttributeError):
+        known = problem_catalog.registered(database_url, problem_name)
+        if known is None:
+            raise
+        knobs = known.description.get("knobs", [])
+        return SimpleNamespace(__name__=f"{problem_name} (registered)", render=None,
+                               SPACE={k["name"]: tuple(k["values"]) for k in knobs},
+                               DEFAULT={k["name"]: k["default"] for k in knobs})
+
+
+def _check_hint(
+    problem_name: str, proposer: str, text: str, database_url: str
+) -> tuple[dict, list[str], Optional[str], str]:
     """(knob settings, errors, the proposer that reads the hint, a note saying what happens)."""
     from activities.proposers.hints import check_hint
     from activities.proposers.knob_space import KnobSpace
 
-    space = KnobSpace(get_problem(problem_name).load_space())
+    space = KnobSpace(_space_module(problem_name, database_url))
     knobs, errors = check_hint(space, text)
     if errors:
         return knobs, errors, None, ""
@@ -425,7 +472,9 @@ async def create_hint(run_id: str, body: HintCreate, settings: SettingsDep, temp
     proposer tries it; free text goes to the LLM proposer."""
     run = await _require_live(run_id, settings, temporal, "given hints")
     proposer = str((run.proposer or {}).get("kind", "search"))
-    knobs, errors, read_by, note = await run_in_threadpool(_check_hint, run.problem, proposer, body.hint)
+    knobs, errors, read_by, note = await run_in_threadpool(
+        _check_hint, run.problem, proposer, body.hint, settings.resolved_database_url
+    )
     if errors:
         raise RequestValidationError([invalid(["body", "hint"], message, body.hint) for message in errors])
     kind = "knobs" if knobs else "text"

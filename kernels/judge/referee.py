@@ -38,6 +38,7 @@ class Referee:
 
         self.torch = torch
         self.config = config
+        sys.path.extend(root for root in config.get("import_roots", ()) if root not in sys.path)
         self.problem = get_problem(config["problem"])
         self.reference = self.problem.load_reference()
         self.device = config["device"]

@@ -55,12 +55,20 @@ MAX_CALL_S = 90.0
 CALL_FACTOR = 20.0
 
 
+def _problem_source(problem: str):
+    from kernels.registry import problem_source
+
+    return problem_source(problem)
+
+
 def sandbox_readable(problem: str) -> tuple[str, ...]:
     """What the candidate's process may read besides the system: Python, its packages, the
     ``kernels`` package and, for a problem given as ``module:OBJECT``, that module's files."""
     paths = list(isolating.python_roots()) + [os.path.join(PROJECT_ROOT, "kernels")]
     if has_gpu() and libcuda_dir() and not libcuda_dir().startswith("/usr/"):
         paths.append(libcuda_dir())
+    # A problem from an installed package (entry point): its package's folder.
+    paths += [p for p in _problem_source(problem).code if p not in paths]
     modules = [problem.partition(":")[0]] if ":" in problem else []
     if not SANDBOX_MODULE.startswith("kernels."):
         modules.append(SANDBOX_MODULE)
@@ -152,7 +160,10 @@ def judge(
     source_path.write_text(source)
     isolating.prepare_writable(isolation, box)
     dtype = spec.cpu_dtype if cpu else spec.gpu_dtype
-    common = {"problem": problem, "device": device, "dtype": dtype}
+    # The children run `python -I`: an entry point's problem reaches them as its object path,
+    # with the folder its package is imported from.
+    where = _problem_source(problem)
+    common = {"problem": where.path, "import_roots": list(where.import_roots), "device": device, "dtype": dtype}
     sandbox_config = dict(common, workdir=box, source_path=str(source_path), isolated=isolation.enabled,
                           max_cpu_seconds=int(timeout_s) + 60)
     if cpu:

@@ -55,6 +55,7 @@ class Sandbox:
         self.config = config
         self.torch = torch
         self.guards = guards
+        sys.path.extend(root for root in config.get("import_roots", ()) if root not in sys.path)
         self.problem = get_problem(config["problem"])
         self.device = config["device"]
         self.dtype = config["dtype"]

@@ -19,14 +19,19 @@ def register(subparsers) -> None:
             "were in flight when the stack stopped resume on the next `marathon up`."
         ),
     )
-    parser.add_argument("--home", type=Path, default=None, help="state directory (default: MARATHON_HOME or ~/.marathon)")
+    parser.add_argument(
+        "--home", type=Path, default=None, help="state directory (default: MARATHON_HOME or ~/.marathon)"
+    )
     parser.add_argument("--api-port", type=int, default=None, help="API port (default: MARATHON_API_PORT or 8000)")
     parser.add_argument(
         "--api-host", default=None,
-        help="address the API binds to (default: MARATHON_API_HOST or 127.0.0.1; other addresses expose it to the network)",
+        help="address the API binds to (default: MARATHON_API_HOST or 127.0.0.1; "
+        "other addresses expose it to the network)",
     )
     parser.add_argument("--temporal-port", type=int, default=7233, help="Temporal gRPC port (default: 7233)")
-    parser.add_argument("--ui-port", type=int, default=None, help="Temporal Web UI port (default: Temporal port + 1000)")
+    parser.add_argument(
+        "--ui-port", type=int, default=None, help="Temporal Web UI port (default: Temporal port + 1000)"
+    )
     parser.add_argument(
         "--gpus", choices=("auto", "none"), default="auto",
         help="auto: one GPU worker per visible GPU; none: CPU mode even when a GPU is present",

@@ -25,7 +25,9 @@ def register(subparsers) -> None:
         choices=("auto", "cuda", "cpu"),
         help="gpu worker only: cuda, cpu (the Triton interpreter) or auto (cuda when torch sees one)",
     )
-    parser.add_argument("--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)")
+    parser.add_argument(
+        "--task-queue", default=None, help="override the task queue (default: from settings / GPU arch)"
+    )
     parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for Temporal to answer")
     parser.add_argument("--insecure-no-isolation", action="store_true",
                         help="gpu worker only: judge candidates WITHOUT OS isolation (bubblewrap) where it cannot be "
@@ -45,7 +47,7 @@ def worker_command(args: argparse.Namespace) -> NoReturn:
 
 def restart_without_secrets() -> None:
     """An evaluation worker runs untrusted kernels, so it holds no secret but the store's URL
-    (the policy of ``marathon up``, ``devstack.role_env``). Started by hand from an environment
+    (the policy of ``marathon up``, ``processes.role_env``). Started by hand from an environment
     with more (an LLM key, a cloud token), it starts itself again without them: deleting them
     from ``os.environ`` would not do, ``/proc/<pid>/environ`` keeps what the process started with.
     Under ``marathon up`` the environment is already clean and nothing happens."""
@@ -53,7 +55,7 @@ def restart_without_secrets() -> None:
     import os
     import sys
 
-    from marathon.devstack import role_env
+    from marathon.processes import role_env
 
     env = role_env("evaluator", os.environ)
     if env == dict(os.environ):
@@ -115,7 +117,11 @@ async def run_worker(args: argparse.Namespace) -> int:
         log.error("%s", error)
         return 1
     if args.kind == "cpu":
+        from marathon.problem_registration import register_problems
+
         worker = workers.build_cpu_worker(client, settings, task_queue=args.task_queue)
+        # Before polling: once this worker polls, the API may be asked to run on what it serves.
+        register_problems(settings.resolved_database_url, workers.cpu_identity(settings))
     else:
         device = workers.default_device() if args.device == "auto" else args.device
         worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue)

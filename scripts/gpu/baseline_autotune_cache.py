@@ -58,8 +58,8 @@ def main() -> int:
         row = {"process": label, **(json.loads(line[7:]) if line else {"error": result.stderr[-600:]})}
         rows.append(row)
         if line:
-            print(f"{label:40s} {row['baseline']:>6s} first call {row['first_s']:8.2f} s, second {row['second_s'] * 1e3:8.2f} ms",
-                  flush=True)
+            print(f"{label:40s} {row['baseline']:>6s} first call {row['first_s']:8.2f} s, "
+                  f"second {row['second_s'] * 1e3:8.2f} ms", flush=True)
         else:
             print(f"{label:40s} FAILED: {row['error']}", flush=True)
     out = Path(os.environ.get("OUT", "."))

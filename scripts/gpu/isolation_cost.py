@@ -66,8 +66,8 @@ def run(isolated: bool) -> dict[str, float]:
     argv = isolation.isolation_argv(mode, [sys.executable, "-I", child], workdir=box, writable=(box,),
                                     readable=runner.sandbox_readable("kda"), env=env, gpu=True)
     started = __import__("time").perf_counter()
-    result = subprocess.run(argv, capture_output=True, text=True, env=env if not isolated else {"PATH": "/usr/bin:/bin"},
-                            cwd=box, timeout=300)
+    child_env = env if not isolated else {"PATH": "/usr/bin:/bin"}
+    result = subprocess.run(argv, capture_output=True, text=True, env=child_env, cwd=box, timeout=300)
     wall = __import__("time").perf_counter() - started
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith("MARKS ")), None)
     if line is None:

@@ -17,11 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 async def main(problem: str, iterations: int, candidates: int) -> int:
+    from marathon.local_loop import local_loop
     from marathon.settings import Settings
     from marathon.temporal_server import DevServer
-    from marathon.workers import build_cpu_worker, build_gpu_worker, gpu_task_queue
     from store import db, repository
-    from workflows.optimize import OptimizeKernelWorkflow
     from workflows.types import Budget, Goal, OptimizeInput
 
     home = Path(tempfile.mkdtemp(prefix="marathon-gpu-loop-"))
@@ -30,17 +29,12 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
     db.upgrade(url)
     with DevServer(db_path=home / "temporal.db", log_path=home / "temporal.log") as server:
         client = await server.connect()
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        queue = gpu_task_queue(settings, device)
-        async with build_cpu_worker(client, settings, database_url=url), build_gpu_worker(
-            client, settings, device, database_url=url
-        ):
+        # The real activities; the evaluation worker on this GPU's architecture (CPU mode without one).
+        async with local_loop(client, settings, database_url=url) as loop:
+            queue = loop.evaluate_queue
             run_id = f"gpu-{problem}-{int(time.time())}"
             started = time.perf_counter()
-            result = await client.execute_workflow(
-                OptimizeKernelWorkflow.run,
+            result = await loop.execute(
                 OptimizeInput(
                     run_id=run_id,
                     problem=problem,
@@ -48,12 +42,11 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
                     budget=Budget(iterations=iterations, hours=1.0),
                     candidates_per_iteration=candidates,
                     evaluate_task_queue=queue,
-                ),
-                id=run_id,
-                task_queue=settings.cpu_task_queue,
+                )
             )
             wall = time.perf_counter() - started
-    print(f"run {run_id} on {queue}: {result.status} ({result.stop_reason}), {result.iterations} iterations, {wall:.0f} s")
+    print(f"run {run_id} on {queue}: {result.status} ({result.stop_reason}), "
+          f"{result.iterations} iterations, {wall:.0f} s")
     if result.best:
         print(f"best: iteration {result.best.iteration} candidate {result.best.index} {result.best.strategy} "
               f"{result.best.speedup:.3f}x ({result.best.timing_kind})")
@@ -62,7 +55,8 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
         print(f"{count} attempts recorded")
         for a in attempts:
             speed = f"{a.speedup:.3f}x" if a.speedup else "-"
-            print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} {a.gpu_seconds:6.1f}s  {a.strategy}")
+            print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} "
+                  f"{a.gpu_seconds:6.1f}s  {a.strategy}")
     return 0
 
 

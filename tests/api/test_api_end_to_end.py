@@ -11,7 +11,8 @@ from temporalio import activity
 from activities.compact import Compactor
 from activities.record import Recorder
 from api.temporal import TemporalGateway
-from marathon.workers import build_cpu_worker, build_gpu_worker, llm_endpoint
+from marathon.local_loop import local_loop
+from marathon.workers import llm_endpoint
 from store.artifacts import put_text
 from store.db import session_scope
 from workflows.types import Candidate, EvaluateInput, EvaluateResult, ProposeInput, ProposeResult
@@ -67,14 +68,14 @@ async def test_a_run_through_the_api_completes_and_reads_back(bare_api):
     loop = ScriptedLoop(url)
     recorder = Recorder(url)
     evaluate_queue = f"{api.settings.gpu_task_queue_prefix}cpu"
-    cpu = build_cpu_worker(
+    async with local_loop(
         api.client,
         api.settings,
         task_queue=api.task_queue,
-        activities=[loop.propose, Compactor(llm_endpoint(api.settings)).compact, recorder.record, recorder.record_run],
-    )
-    gpu = build_gpu_worker(api.client, api.settings, task_queue=evaluate_queue, activities=[loop.evaluate])
-    async with cpu, gpu:
+        evaluate_queue=evaluate_queue,
+        cpu_activities=[loop.propose, Compactor(llm_endpoint(api.settings)).compact, recorder.record, recorder.record_run],
+        evaluate_activities=[loop.evaluate],
+    ):
         await wait_for_evaluator(api, evaluate_queue)
         body = {
             "problem": "mla-decode",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 from workflows.types import Budget, Goal, OptimizeInput, ProposerConfig
 
@@ -52,9 +52,9 @@ def make_parent(api, *, status: str = "completed", problem: str = "kda") -> tupl
                 gpu_seconds=1.0,
             )
             if best:  # what the record activity writes with the attempt
-                repository.record_progress(session, run_id, best_attempt_id=attempt.id, best_speedup=attempt.speedup)
+                run_progress.record_progress(session, run_id, best_attempt_id=attempt.id, best_speedup=attempt.speedup)
         repository.add_steering(session, run_id=run_id, kind="hint", detail={"hint": "BT=48"})
-        repository.record_progress(session, run_id, status=status, iteration=PARENT_ITERATIONS, stop_reason="stopped")
+        run_progress.record_progress(session, run_id, status=status, iteration=PARENT_ITERATIONS, stop_reason="stopped")
     return run_id, champion
 
 

@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from api.runs_service import ORPHAN_GRACE
-from store import repository
+from store import repository, run_progress
 from workflows.types import Budget, Goal, ProposerConfig
 
 NEVER_STARTED = "the run's workflow was never started in Temporal"
@@ -96,7 +96,7 @@ async def test_a_finished_row_without_a_workflow_is_left_as_it_is(api):
     """A run the store already calls finished is not an orphan, however old: its reason stays."""
     insert_run(api, "kda-done-long-ago", age=timedelta(days=3), status="completed")
     with api.db() as session:
-        repository.record_progress(session, "kda-done-long-ago", stop_reason="goal_reached")
+        run_progress.record_progress(session, "kda-done-long-ago", stop_reason="goal_reached")
     run = await read(api, "kda-done-long-ago")
     assert (run["status"], run["stop_reason"]) == ("completed", "goal_reached")
     assert await api.reconcile() == []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 from workflows.types import Budget, Goal, ProposerConfig
 
@@ -26,7 +26,7 @@ def seed_run(api, run_id: str, *, problem: str = "kda", status: str = "running")
             workflow_id=run_id,
         )
         if status != "running":
-            repository.record_progress(session, run_id, status=status, stop_reason="goal_reached")
+            run_progress.record_progress(session, run_id, status=status, stop_reason="goal_reached")
 
 
 def seed_attempts(api, run_id: str) -> None:
@@ -55,7 +55,7 @@ def seed_attempts(api, run_id: str) -> None:
                 )
                 # What the record activity writes with it: the run's iteration and best.
                 best_id = attempt.id if best else None
-                repository.record_progress(session, run_id, iteration=iteration, best_attempt_id=best_id,
+                run_progress.record_progress(session, run_id, iteration=iteration, best_attempt_id=best_id,
                                            best_speedup=1.8 if best else None)
 
 

@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 
 CHROMIUM = "/usr/bin/chromium"
@@ -87,7 +87,7 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
             )
             # What the record activity writes with it: the run's iteration and best.
             best_id = attempt.id if best else None
-            repository.record_progress(
+            run_progress.record_progress(
                 session, run_id, iteration=iteration, best_attempt_id=best_id, best_speedup=speedup if best else None
             )
 

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from marathon import devstack
-from marathon.devstack import Child, ChildSpec, StackConfig, ensure_token, visible_gpus, worker_specs
+from marathon import processes, stack_config
+from marathon.devstack import ensure_token, migrate
+from marathon.gpus import visible_gpus
+from marathon.processes import Child, ChildSpec
+from marathon.stack_config import StackConfig, worker_specs
 from tests.cli.stack import REPO, free_ports, wait_for
 
 
@@ -28,7 +31,7 @@ def test_api_binds_to_localhost_by_default(tmp_path):
     config = StackConfig(home=tmp_path)
     assert config.api_host == "127.0.0.1"
     assert config.api_url == "http://127.0.0.1:8000"
-    argv = devstack.api_spec(config).argv
+    argv = stack_config.api_spec(config).argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
 
 
@@ -60,13 +63,13 @@ def test_restart_backoff_doubles_and_resets_after_a_stable_run(tmp_path, monkeyp
     delays = [child.schedule_restart(101.0) for _ in range(7)]
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     child.started_at = 200.0
-    assert child.schedule_restart(200.0 + devstack.STABLE_AFTER_S) == 1.0
+    assert child.schedule_restart(200.0 + processes.STABLE_AFTER_S) == 1.0
 
 
 def test_token_file_is_created_private_and_kept(tmp_path):
     config = StackConfig(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'store.db'}")
     tmp_path.mkdir(exist_ok=True)
-    devstack.migrate(config)
+    migrate(config)
     first = ensure_token(config)
     path = tmp_path / "api-token"
     assert first and path.read_text().strip() == first
@@ -120,8 +123,8 @@ def _stack_envs(tmp_path, monkeypatch, gpus):
     for name, value in FAKE_SECRETS.items():
         monkeypatch.setenv(name, value)
     config = StackConfig(home=tmp_path, database_url=STORE_URL)
-    base = devstack.child_env(config)
-    specs = [devstack.temporal_spec(config), devstack.api_spec(config), *worker_specs(config, gpus)]
+    base = stack_config.child_env(config)
+    specs = [stack_config.temporal_spec(config), stack_config.api_spec(config), *worker_specs(config, gpus)]
     return {spec.name: (spec.role, Child(spec, tmp_path, base).env) for spec in specs}
 
 
@@ -133,7 +136,7 @@ def test_each_child_gets_only_the_secrets_of_its_role(tmp_path, monkeypatch, cud
     assert list(envs) == ["temporal", "api", "worker-cpu", *evaluators]
     for name, (role, env) in envs.items():
         assert role == ("evaluator" if name in evaluators else name)
-        secrets = {key for key in env if devstack.is_secret(key, env[key])}
+        secrets = {key for key in env if processes.is_secret(key, env[key])}
         assert secrets == GRANTED[role], name
         assert env["PATH"] == os.environ["PATH"] and env["MARATHON_HOME"] == str(tmp_path)
         assert "DATABASE_URL" not in env  # one copy of the store's URL: MARATHON_DATABASE_URL
@@ -148,18 +151,19 @@ def test_each_child_gets_only_the_secrets_of_its_role(tmp_path, monkeypatch, cud
 
 
 def test_the_policy_catches_secrets_by_name_and_by_value():
-    assert devstack.is_secret("SOME_VENDOR_API_KEY", "x") and devstack.is_secret("my_token", "x")
-    assert devstack.is_secret("CI_JOB_PASSWORD", "x") and devstack.is_secret("GOOGLE_APPLICATION_CREDENTIALS", "/k.json")
-    assert devstack.is_secret("UPSTREAM", "https://user:pw@example.com/")
-    assert not devstack.is_secret("UPSTREAM", "https://example.com/a:b@c")
-    assert not devstack.is_secret("PATH", "/usr/bin") and not devstack.is_secret("CUDA_VISIBLE_DEVICES", "0")
+    assert processes.is_secret("SOME_VENDOR_API_KEY", "x") and processes.is_secret("my_token", "x")
+    assert processes.is_secret("CI_JOB_PASSWORD", "x")
+    assert processes.is_secret("GOOGLE_APPLICATION_CREDENTIALS", "/k.json")
+    assert processes.is_secret("UPSTREAM", "https://user:pw@example.com/")
+    assert not processes.is_secret("UPSTREAM", "https://example.com/a:b@c")
+    assert not processes.is_secret("PATH", "/usr/bin") and not processes.is_secret("CUDA_VISIBLE_DEVICES", "0")
     base = {**FAKE_SECRETS, "PATH": "/usr/bin"}
-    for role in devstack.ROLE_GRANTS:
-        once = devstack.role_env(role, base)
-        assert devstack.role_env(role, once) == once  # `marathon worker gpu` relies on it
-    assert devstack.role_env(None, base) == {"PATH": "/usr/bin"}
+    for role in processes.ROLE_GRANTS:
+        once = processes.role_env(role, base)
+        assert processes.role_env(role, once) == once  # `marathon worker gpu` relies on it
+    assert processes.role_env(None, base) == {"PATH": "/usr/bin"}
     with pytest.raises(ValueError, match="unknown child role 'worker_cpu'"):
-        devstack.role_env("worker_cpu", base)
+        processes.role_env("worker_cpu", base)
 
 
 def test_a_restarted_child_gets_the_same_environment(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from marathon.workers import build_cpu_worker, build_gpu_worker
+from marathon.local_loop import local_loop
 from store.artifacts import get_text
 from store.db import dispose_engine, session_scope, upgrade
 from store.repository import get_run, list_attempts
@@ -26,7 +26,6 @@ from tests.cli.stack import parent_of
 from tests.fakes.openai_server import FakeOpenAIServer, completion_reply
 from tests.loop_fixtures import loop_settings, unique_queue
 from tests.reliability.hostile import BODIES, reply, source
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, Goal, OptimizeInput, ProposerConfig
 
 TOY = "tests.judge.toy:PROBLEM"
@@ -84,12 +83,12 @@ async def test_hostile_replies_are_contained_and_the_run_completes(temporal_clie
             home=tmp_path, llm_base_url=llm.base_url, llm_model="fake-model",
             llm_api_key=SecretStr(LLM_KEY), llm_timeout_s=10.0,
         )
-        cpu = build_cpu_worker(temporal_client, settings, task_queue=queue, database_url=url)
-        gpu = build_gpu_worker(temporal_client, settings, "cpu", task_queue=evaluate_queue, database_url=url)
         try:
-            async with cpu, gpu:
-                result = await temporal_client.execute_workflow(
-                    OptimizeKernelWorkflow.run,
+            async with local_loop(
+                temporal_client, settings, task_queue=queue, evaluate_queue=evaluate_queue, device="cpu",
+                database_url=url,
+            ) as loop:
+                result = await loop.execute(
                     OptimizeInput(
                         run_id=run_id,
                         problem=TOY,
@@ -101,10 +100,9 @@ async def test_hostile_replies_are_contained_and_the_run_completes(temporal_clie
                         evaluate_task_queue=evaluate_queue,
                         gpu_wait_s=120.0,
                         evaluate_timeout_s=EVALUATE_TIMEOUT_S,
-                    ),
-                    id=run_id,
-                    task_queue=queue,
+                    )
                 )
+                cpu, gpu = loop.cpu_worker, loop.evaluation_worker
                 assert gpu.is_running and cpu.is_running  # the evaluation worker survived every attack
             with session_scope(url) as session:
                 run = get_run(session, run_id)

@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from store import repository
+from store import repository, run_progress
 from store.db import session_scope
 from store.models import ApiToken, Attempt
 from workflows.types import Budget, Goal, ProposerConfig
@@ -61,7 +61,7 @@ def test_list_runs_filters_and_pages(database_url):
     for i in range(5):
         make_run(database_url, f"run-{i}", problem="kda" if i % 2 == 0 else "mla-decode")
     with session_scope(database_url) as session:
-        repository.record_progress(session, "run-0", status="completed", stop_reason="goal reached")
+        run_progress.record_progress(session, "run-0", status="completed", stop_reason="goal reached")
     with session_scope(database_url) as session:
         runs, count = repository.list_runs(session, problem="kda")
         assert count == 3 and {r.id for r in runs} == {"run-0", "run-2", "run-4"}
@@ -75,7 +75,7 @@ def test_list_runs_filters_and_pages(database_url):
 
 def test_progress_of_an_unknown_run_raises_key_error(database_url):
     with session_scope(database_url) as session, pytest.raises(KeyError, match="run nope not found"):
-        repository.record_progress(session, "nope", status="failed")
+        run_progress.record_progress(session, "nope", status="failed")
 
 
 def test_progress_never_moves_the_iteration_backwards(database_url):
@@ -83,10 +83,10 @@ def test_progress_never_moves_the_iteration_backwards(database_url):
     record_run carrying 4 in between leaves 5, and the other fields it carries still land."""
     make_run(database_url)
     with session_scope(database_url) as session:
-        repository.record_progress(session, "run-1", iteration=5)
-        run = repository.record_progress(session, "run-1", iteration=4, status="paused", stop_reason="paused by user")
+        run_progress.record_progress(session, "run-1", iteration=5)
+        run = run_progress.record_progress(session, "run-1", iteration=4, status="paused", stop_reason="paused by user")
         assert (run.iteration, run.status, run.stop_reason) == (5, "paused", "paused by user")
-        assert repository.record_progress(session, "run-1", iteration=6).iteration == 6
+        assert run_progress.record_progress(session, "run-1", iteration=6).iteration == 6
 
 
 def test_mark_ended_ends_only_live_rows(database_url):
@@ -94,16 +94,16 @@ def test_mark_ended_ends_only_live_rows(database_url):
     for run_id in ("running", "paused", "done"):
         make_run(database_url, run_id)
     with session_scope(database_url) as session:
-        repository.record_progress(session, "paused", status="paused")
-        repository.record_progress(session, "done", status="completed", stop_reason="goal_reached")
+        run_progress.record_progress(session, "paused", status="paused")
+        run_progress.record_progress(session, "done", status="completed", stop_reason="goal_reached")
     with session_scope(database_url) as session:
-        assert [r.id for r in repository.live_runs(session)] == ["running", "paused"]
+        assert [r.id for r in run_progress.live_runs(session)] == ["running", "paused"]
         for run_id in ("running", "paused", "done"):
-            changed = repository.mark_ended(session, run_id, status="failed", stop_reason="the workflow was terminated")
+            changed = run_progress.mark_ended(session, run_id, status="failed", stop_reason="the workflow was terminated")
             assert changed == (run_id != "done")
-        assert repository.mark_ended(session, "ghost", status="failed", stop_reason="x") is False
+        assert run_progress.mark_ended(session, "ghost", status="failed", stop_reason="x") is False
         with pytest.raises(ValueError, match="mark_ended takes a final status, got 'running'"):
-            repository.mark_ended(session, "running", status="running", stop_reason="")
+            run_progress.mark_ended(session, "running", status="running", stop_reason="")
     with session_scope(database_url) as session:
         ended = {r.id: (r.status, r.stop_reason) for r in repository.list_runs(session)[0]}
         assert ended == {
@@ -111,7 +111,7 @@ def test_mark_ended_ends_only_live_rows(database_url):
             "paused": ("failed", "the workflow was terminated"),
             "done": ("completed", "goal_reached"),
         }
-        assert repository.live_runs(session) == []
+        assert run_progress.live_runs(session) == []
 
 
 def test_record_attempt_is_idempotent(database_url):
@@ -144,7 +144,7 @@ def test_best_attempt_is_unique_and_the_run_row_is_left_to_progress(database_url
         assert (run.best_attempt_id, run.best_speedup, run.iteration) == (None, None, 0)
         best = session.scalars(select(Attempt).where(Attempt.is_best.is_(True))).all()
         assert [a.id for a in best] == [second_id]
-        repository.record_progress(session, "run-1", iteration=2, best_speedup=1.7, best_attempt_id=second_id)
+        run_progress.record_progress(session, "run-1", iteration=2, best_speedup=1.7, best_attempt_id=second_id)
     with session_scope(database_url) as session:
         run = repository.get_run(session, "run-1")
         assert (run.best_attempt_id, run.best_speedup, run.iteration) == (second_id, 1.7, 2)

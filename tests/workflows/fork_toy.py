@@ -3,7 +3,7 @@ can load from anywhere: ``"tests.workflows.fork_toy:PROBLEM"``."""
 
 from dataclasses import replace
 
-from tests.proposers.proposer_toy_problem import PROBLEM as _TOY
+from tests.activities.proposers.proposer_toy_problem import PROBLEM as _TOY
 
-PROBLEM = replace(_TOY, space="tests.proposers.proposer_toy_space")
+PROBLEM = replace(_TOY, space="tests.activities.proposers.proposer_toy_space")
 OBJECT_PATH = "tests.workflows.fork_toy:PROBLEM"

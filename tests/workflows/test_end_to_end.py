@@ -8,12 +8,11 @@ import uuid
 
 import pytest
 
-from marathon.workers import build_cpu_worker, build_gpu_worker
+from marathon.local_loop import local_loop
 from store.artifacts import get_text
 from store.db import dispose_engine, session_scope, upgrade
 from store.repository import get_run, list_attempts
 from tests.loop_fixtures import loop_settings, unique_queue
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import ATTEMPT_STATUSES, Budget, Goal, OptimizeInput
 
 
@@ -28,12 +27,11 @@ async def test_a_short_run_of_each_problem_with_real_activities(temporal_client,
     settings = loop_settings(home=tmp_path)
     queue, evaluate_queue = unique_queue("e2e"), unique_queue("e2e-eval")
     run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-    cpu = build_cpu_worker(temporal_client, settings, task_queue=queue, database_url=url)
-    gpu = build_gpu_worker(temporal_client, settings, "cpu", task_queue=evaluate_queue, database_url=url)
     try:
-        async with cpu, gpu:
-            result = await temporal_client.execute_workflow(
-                OptimizeKernelWorkflow.run,
+        async with local_loop(
+            temporal_client, settings, task_queue=queue, evaluate_queue=evaluate_queue, device="cpu", database_url=url
+        ) as loop:
+            result = await loop.execute(
                 OptimizeInput(
                     run_id=run_id,
                     problem=problem,
@@ -42,9 +40,7 @@ async def test_a_short_run_of_each_problem_with_real_activities(temporal_client,
                     candidates_per_iteration=CANDIDATES,
                     device="cpu",
                     evaluate_task_queue=evaluate_queue,
-                ),
-                id=run_id,
-                task_queue=queue,
+                )
             )
         with session_scope(url) as session:
             run = get_run(session, run_id)

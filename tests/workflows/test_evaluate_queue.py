@@ -17,7 +17,8 @@ from temporalio.worker import Replayer
 from marathon.workers import workflow_runner
 from tests.loop_fixtures import FakeLoop, loop_input, loop_workers, unique_queue
 from tests.workflows.queue_required_workflow import RefusesOldRunsWithoutAQueue
-from workflows.optimize import OptimizeKernelWorkflow, input_problems
+from workflows.optimize import OptimizeKernelWorkflow
+from workflows.rules import input_problems
 
 HISTORY = Path(__file__).parent / "histories" / "optimize-stopped-segment1.json"
 

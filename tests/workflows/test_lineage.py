@@ -53,7 +53,7 @@ def test_the_inherited_champion_joins_the_proposals_until_judged():
     assert candidates[:2] == proposals and len(candidates) == 3
     extra = candidates[2]
     assert (extra.index, extra.knobs) == (2, {"chunk": 64})
-    assert extra.source_sha == extra.parent_sha == CHAMPION.source_sha
+    assert extra.source_sha == CHAMPION.source_sha
     assert extra.strategy == f"{INHERITED_PREFIX} kda-parent (1.8x there, re-judged here): chunk=64"
     assert with_inherited(state, None, [])[0].index == 0
     state.inherited = None

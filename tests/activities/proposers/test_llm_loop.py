@@ -12,10 +12,9 @@ from proposer_requests import GOOD_REPLY, INTENT
 from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 
-from marathon.workers import build_cpu_worker, build_gpu_worker
+from marathon.local_loop import local_loop
 from store.db import session_scope
 from store.repository import list_attempts
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, OptimizeInput, ProposerConfig
 
 MALFORMED = "Strategy: bigger tiles\nI would raise BLOCK to 256 but I will not write the code."
@@ -37,12 +36,11 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
     client = temporal_env.client
-    # The real CPU activities, built from the settings as a worker process builds them.
-    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, database_url=store_url)
-    gpu = build_gpu_worker(client, llm_settings, task_queue=evaluate_queue, activities=[evaluate])
-    async with cpu, gpu:
-        result = await client.execute_workflow(
-            OptimizeKernelWorkflow.run,
+    async with local_loop(
+        client, llm_settings, task_queue=queue, evaluate_queue=evaluate_queue,
+        database_url=store_url, evaluate_activities=[evaluate],
+    ) as loop:
+        result = await loop.execute(
             OptimizeInput(
                 run_id=run_id,
                 problem=TOY_PROBLEM,
@@ -53,9 +51,7 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
                 evaluate_task_queue=evaluate_queue,
                 gpu_wait_s=60.0,
                 confirm_champions=False,
-            ),
-            id=run_id,
-            task_queue=queue,
+            )
         )
     assert result.iterations == 2 and result.stop_reason == "budget_iterations"
     assert len(fake_llm.requests) == 5 and fake_llm.pending() == 0

@@ -12,12 +12,11 @@ from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
 
+from marathon.local_loop import local_loop
 from marathon.settings import Settings
-from marathon.workers import build_cpu_worker, build_gpu_worker
 from store.db import session_scope
 from store.repository import get_run, list_attempts
 from workflows import search_attributes as sa
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, OptimizeInput, ProposerConfig
 
 
@@ -29,13 +28,12 @@ async def evaluate(request: EvaluateInput) -> EvaluateResult:
 async def _run(client, settings: Settings, store_url: str) -> tuple[str, BaseException]:
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-misconf-{uuid.uuid4().hex[:8]}"
-    # The real CPU activities, built from the settings as a worker process builds them.
-    cpu = build_cpu_worker(client, settings, task_queue=queue, database_url=store_url)
-    gpu = build_gpu_worker(client, settings, task_queue=evaluate_queue, activities=[evaluate])
-    async with cpu, gpu:
+    async with local_loop(
+        client, settings, task_queue=queue, evaluate_queue=evaluate_queue,
+        database_url=store_url, evaluate_activities=[evaluate],
+    ) as loop:
         with pytest.raises(WorkflowFailureError) as failure:
-            await client.execute_workflow(
-                OptimizeKernelWorkflow.run,
+            await loop.execute(
                 OptimizeInput(
                     run_id=run_id,
                     problem=TOY_PROBLEM,
@@ -45,9 +43,7 @@ async def _run(client, settings: Settings, store_url: str) -> tuple[str, BaseExc
                     candidates_per_iteration=2,
                     evaluate_task_queue=evaluate_queue,
                     gpu_wait_s=60.0,
-                ),
-                id=run_id,
-                task_queue=queue,
+                )
             )
         description = await client.get_workflow_handle(run_id).describe()
     assert description.typed_search_attributes.get(sa.STATUS) == "failed"

@@ -14,11 +14,10 @@ from proposer_toy_problem import OBJECT_PATH as TOY_PROBLEM
 from temporalio import activity
 
 from activities.proposers.llm import TRANSCRIPT_TEXT_LIMIT, scrub, transcript
-from marathon.workers import build_cpu_worker, build_gpu_worker
+from marathon.local_loop import local_loop
 from store.artifacts import get_text
 from store.db import session_scope
 from store.repository import list_attempts
-from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, EvaluateInput, EvaluateResult, Goal, OptimizeInput, ProposerConfig
 
 
@@ -33,12 +32,11 @@ async def test_each_llm_attempt_stores_its_prompt_and_reply_redacted(temporal_en
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
     client = temporal_env.client
-    # The real CPU activities, built from the settings as a worker process builds them.
-    cpu = build_cpu_worker(client, llm_settings, task_queue=queue, database_url=store_url)
-    gpu = build_gpu_worker(client, llm_settings, task_queue=evaluate_queue, activities=[evaluate])
-    async with cpu, gpu:
-        await client.execute_workflow(
-            OptimizeKernelWorkflow.run,
+    async with local_loop(
+        client, llm_settings, task_queue=queue, evaluate_queue=evaluate_queue,
+        database_url=store_url, evaluate_activities=[evaluate],
+    ) as loop:
+        await loop.execute(
             OptimizeInput(
                 run_id=run_id,
                 problem=TOY_PROBLEM,
@@ -50,9 +48,7 @@ async def test_each_llm_attempt_stores_its_prompt_and_reply_redacted(temporal_en
                 evaluate_task_queue=evaluate_queue,
                 gpu_wait_s=60.0,
                 confirm_champions=False,
-            ),
-            id=run_id,
-            task_queue=queue,
+            )
         )
     assert len(fake_llm.requests) == 2
     assert FAKE_KEY in fake_llm.requests[0].prompt_text()  # what was really sent

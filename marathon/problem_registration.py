@@ -1,0 +1,56 @@
+"""A CPU worker tells the API which problems it can serve: each one it can load when it starts.
+
+The API does not look for entry points itself (a problem of your own lives in a package the API
+need not have). ``marathon worker cpu`` loads every problem it knows (built in, and each entry
+point of ``marathon.problems`` installed next to it), and writes each one's public description
+(kernels/describe.py) to the store's ``problems`` table, with its own identity. The CPU worker
+is the one to do it: it holds the store's URL (marathon/devstack.py role_env), and it is the
+one that needs the problem first (the search proposer renders candidates from its space). The
+evaluation workers load it by name when they judge; one that lacks the package records the
+attempt as ``crashed`` with the loader's message (unknown problem ...).
+
+A problem that cannot be loaded is left out with the reason in the log; the worker still starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+log = logging.getLogger("marathon.worker")
+
+
+@dataclass
+class Registration:
+    registered: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def register_problems(database_url: str, worker: str) -> Registration:
+    """Describe every problem this process can load and upsert it into the store."""
+    from kernels.describe import describe
+    from kernels.registry import get_problem, object_path, problem_names
+    from store import repository
+    from store.db import session_scope
+
+    outcome = Registration()
+    try:
+        names = problem_names()
+    except ValueError as error:  # conflicting entry points: nothing installed can be trusted by name
+        log.error("no problem registered: %s", error)
+        outcome.failed["*"] = str(error)
+        return outcome
+    described = {}
+    for name in names:
+        try:
+            described[name] = (describe(get_problem(name)), object_path(name))
+        except Exception as error:  # a broken user package must not stop the worker
+            outcome.failed[name] = f"{type(error).__name__}: {error}"
+            log.error("problem %r not registered: it could not be loaded or described: %s "
+                      "(marathon problem check %s says more)", name, outcome.failed[name], name)
+    with session_scope(database_url) as session:
+        for name, (description, source) in described.items():
+            repository.register_problem(session, name=name, description=description, source=source, worker=worker)
+            outcome.registered.append(name)
+    log.info("registered problems: %s", ", ".join(outcome.registered) or "none")
+    return outcome
