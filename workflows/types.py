@@ -13,10 +13,11 @@ content-addressed artifact store (``store.artifacts``) and pass the sha256 key a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
-OBJECTIVES = ("speedup", "roofline")
-PROPOSER_KINDS = ("search", "llm")
+# What a run asks for lives in run_spec.py; its names are part of this module's vocabulary.
+from workflows.run_spec import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig  # noqa: F401
+
 # The one list of run statuses: the workflow sets them, the store keeps them (the "record_run"
 # activity refuses any other), the API filters and reports them and the CLI reads them.
 RUN_STATUSES = ("running", "paused", "completed", "stopped", "failed")
@@ -27,113 +28,6 @@ FINISHED_RUN_STATUSES = ("completed", "stopped", "failed")
 # workflow module must not reach. tests/workflows/test_statuses.py ties the two lists.
 JUDGE_STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 ATTEMPT_STATUSES = JUDGE_STATUSES + ("proposal_error",)
-
-
-@dataclass
-class Goal:
-    """What the run is for, and the one owner of how a goal is checked, scored and written.
-
-    objective "speedup": geometric mean of baseline time / candidate time over the
-    problem's bench shapes (interpreter timings in CPU mode, labelled as such).
-    objective "roofline": geometric mean of achieved fraction of the roofline.
-    The goal is reached when the best value >= target * (1 - tolerance).
-    """
-
-    # Longest free-text intent, in characters (the API's schema states it too).
-    INTENT_LIMIT: ClassVar[int] = 4000
-
-    objective: str = "speedup"
-    target: float = 2.0
-    tolerance: float = 0.0
-    intent: str = ""
-
-    def problems(self) -> list[str]:
-        """Why this goal is invalid; empty when it is valid."""
-        errors = []
-        if self.objective not in OBJECTIVES:
-            errors.append(f"goal objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if not self.target > 0:
-            errors.append(f"goal target must be > 0, got {self.target}")
-        if self.objective == "roofline" and self.target > 1:
-            errors.append(f"a roofline fraction cannot exceed 1, got target {self.target}")
-        if not 0 <= self.tolerance < 1:
-            errors.append(f"goal tolerance must be in [0, 1), got {self.tolerance}")
-        if len(self.intent) > self.INTENT_LIMIT:
-            errors.append(f"goal intent is limited to {self.INTENT_LIMIT} characters, got {len(self.intent)}")
-        return errors
-
-    def score(self, speedup: Optional[float], roofline: Optional[float]) -> Optional[float]:
-        """The figure this goal is measured in: the speedup, or the roofline fraction."""
-        return roofline if self.objective == "roofline" else speedup
-
-    def reached(self, value: Optional[float]) -> bool:
-        return value is not None and value >= self.target * (1 - self.tolerance)
-
-    def distance(self, value: Optional[float]) -> float:
-        """How far the value is from the target, as a fraction of the target (0 when reached)."""
-        if value is None:
-            return 1.0
-        return max(0.0, (self.target * (1 - self.tolerance) - value) / self.target)
-
-    def format_value(self, value: Optional[float]) -> str:
-        """A score as people read it: ``"1.32x"``, ``"41.0% of roofline"``, ``"-"`` for none."""
-        if value is None:
-            return "-"
-        return f"{value:.1%} of roofline" if self.objective == "roofline" else f"{value:.2f}x"
-
-    def format_target(self) -> str:
-        """The target in a few characters: ``"2x"``, ``"2.5x"``, ``"60% of roofline"``."""
-        return f"{self.target:.0%} of roofline" if self.objective == "roofline" else f"{self.target:g}x"
-
-    def describe(self) -> str:
-        """The goal in words, with the user's intent: what the search attribute, prompt and page show."""
-        unit = "x geomean speedup over the baseline" if self.objective == "speedup" else " of the roofline"
-        text = f"{self.target:g}{unit}"
-        return f"{text} ({self.intent})" if self.intent else text
-
-
-@dataclass
-class Budget:
-    """When to stop even if the goal is not reached. None means unlimited for that resource."""
-
-    iterations: int = 50
-    hours: float = 24.0
-    gpu_seconds: Optional[float] = None
-    tokens: Optional[int] = None
-    plateau_iterations: Optional[int] = None
-
-    def problems(self) -> list[str]:
-        errors = []
-        if not 1 <= self.iterations <= 100_000:
-            errors.append(f"budget iterations must be between 1 and 100000, got {self.iterations}")
-        if not 0 < self.hours <= 24 * 14:
-            errors.append(f"budget hours must be > 0 and at most 336 (two weeks), got {self.hours}")
-        if self.gpu_seconds is not None and not self.gpu_seconds > 0:
-            errors.append(f"budget gpu_seconds must be > 0, got {self.gpu_seconds}")
-        if self.tokens is not None and not self.tokens > 0:
-            errors.append(f"budget tokens must be > 0, got {self.tokens}")
-        if self.plateau_iterations is not None and not self.plateau_iterations >= 1:
-            errors.append(f"budget plateau_iterations must be >= 1, got {self.plateau_iterations}")
-        return errors
-
-
-@dataclass
-class ProposerConfig:
-    """Which proposer writes candidates. Secrets (the API key) come from worker settings, never from here."""
-
-    kind: str = "search"
-    model: Optional[str] = None
-    base_url: Optional[str] = None
-    temperature: Optional[float] = None
-    seed: int = 0
-
-    def problems(self) -> list[str]:
-        errors = []
-        if self.kind not in PROPOSER_KINDS:
-            errors.append(f"proposer kind must be one of {', '.join(PROPOSER_KINDS)}, got {self.kind!r}")
-        if self.temperature is not None and not 0 <= self.temperature <= 2:
-            errors.append(f"proposer temperature must be in [0, 2], got {self.temperature}")
-        return errors
 
 
 @dataclass

@@ -17,12 +17,12 @@ from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,
     PageData,
-    PlotPoint,
     render_login_page,
     render_message_page,
     render_run_page,
-    shape_times,
 )
+from api.page_plot import PlotPoint
+from api.page_values import shape_times
 from api.temporal import TemporalUnavailable
 from kernels.registry import get_problem
 from marathon.progress import progress_details
