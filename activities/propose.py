@@ -167,7 +167,9 @@ class ProposeActivities:
     async def propose(self, request: ProposeInput) -> ProposeResult:
         errors = check_request(request)
         if errors:
-            raise ApplicationError("bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True)
+            raise ApplicationError(
+                "bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True
+            )
         from kernels.registry import get_problem
 
         # Heartbeat from the start: the first call imports torch and the problem, which on a

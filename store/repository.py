@@ -229,7 +229,9 @@ def delete_steering(session: Session, event_id: int) -> bool:
     return True
 
 
-def list_steering(session: Session, run_id: str, *, offset: int = 0, limit: int = 100) -> tuple[list[SteeringEvent], int]:
+def list_steering(
+    session: Session, run_id: str, *, offset: int = 0, limit: int = 100
+) -> tuple[list[SteeringEvent], int]:
     """A run's steering requests, oldest first; returns (page, total)."""
     _check_page(offset, limit)
     count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0

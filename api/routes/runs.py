@@ -481,12 +481,15 @@ async def create_hint(run_id: str, body: HintCreate, settings: SettingsDep, temp
     detail = {"hint": body.hint, "kind": kind, "knobs": knobs, "read_by": read_by}
     await _steer(settings, run_id, "hint", detail, lambda: temporal.signal(run_id, "add_hint", body.hint))
     return HintAccepted(
-        id=run_id, signal="add_hint", hint=body.hint, kind=kind, knobs=knobs, proposer=proposer, read_by=read_by, note=note
+        id=run_id, signal="add_hint", hint=body.hint, kind=kind, knobs=knobs, proposer=proposer, read_by=read_by,
+        note=note,
     )
 
 
 def steering_public(event: SteeringEvent) -> SteeringPublic:
-    return SteeringPublic(id=event.id, kind=event.kind, detail=event.detail or {}, created_at=service.aware(event.created_at))
+    return SteeringPublic(
+        id=event.id, kind=event.kind, detail=event.detail or {}, created_at=service.aware(event.created_at)
+    )
 
 
 @router.get("/{run_id}/steering", response_model=SteeringList)
@@ -537,8 +540,10 @@ def _llm_exchange(url: str, run_id: str, attempt_id: int) -> LLMExchange:
 def _exchange_text(exchange: LLMExchange) -> str:
     transcript = exchange.transcript
     lines = [
-        f"run {exchange.run_id}, iteration {exchange.iteration}, candidate {exchange.index} (attempt {exchange.attempt_id})",
-        f"model {transcript.get('model', '?')} at {transcript.get('endpoint', '?')}, {transcript.get('tokens', '?')} tokens",
+        f"run {exchange.run_id}, iteration {exchange.iteration}, candidate {exchange.index} "
+        f"(attempt {exchange.attempt_id})",
+        f"model {transcript.get('model', '?')} at {transcript.get('endpoint', '?')}, "
+        f"{transcript.get('tokens', '?')} tokens",
     ]
     for message in transcript.get("messages", []):
         lines += ["", f"===== {message.get('role', '?')} =====", str(message.get("content", ""))]
