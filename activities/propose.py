@@ -25,7 +25,6 @@ from kernels.problem import Problem
 from workflows.types import Candidate, ProposeInput, ProposeResult
 
 MAX_CANDIDATES = 64
-HISTORY_PAGE = 1000
 
 
 def check_request(request: ProposeInput) -> list[str]:
@@ -107,32 +106,16 @@ class ProposeActivities:
 
     def _read_history(self, request: ProposeInput) -> list[PastAttempt]:
         from store.db import session_scope
-        from store.repository import list_attempts
+        from store.repository import attempt_history
 
-        history: list[PastAttempt] = []
-        with session_scope(self.database_url) as session:
-            offset = 0
-            while True:
-                page, total = list_attempts(session, request.run_id, offset=offset, limit=HISTORY_PAGE)
-                for row in page:
-                    # Attempts of this iteration or later come from an earlier try of it: ignore
-                    # them so a retried proposal is the same proposal.
-                    if row.iteration < request.iteration:
-                        history.append(
-                            PastAttempt(
-                                iteration=row.iteration,
-                                index=row.index,
-                                strategy=row.strategy or "",
-                                knobs=row.knobs,
-                                status=row.status,
-                                speedup=row.speedup,
-                                message=row.message or "",
-                                roofline=row.roofline,
-                            )
-                        )
-                offset += len(page)
-                if not page or offset >= total:
-                    return history
+        # Attempts of this iteration or later come from an earlier try of it: left out, so a
+        # retried proposal is the same proposal.
+        with session_scope(self.database_url, read_only=True) as session:
+            rows = attempt_history(session, request.run_id, before_iteration=request.iteration)
+        return [
+            PastAttempt(iteration, index, strategy or "", knobs, status, speedup, message or "", roofline)
+            for iteration, index, strategy, knobs, status, speedup, message, roofline in rows
+        ]
 
     def _read_best_source(self, request: ProposeInput, problem: Problem) -> str:
         if request.best is None:
@@ -184,7 +167,9 @@ class ProposeActivities:
     async def propose(self, request: ProposeInput) -> ProposeResult:
         errors = check_request(request)
         if errors:
-            raise ApplicationError("bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True)
+            raise ApplicationError(
+                "bad propose request: " + "; ".join(errors), type="BadProposeInput", non_retryable=True
+            )
         from kernels.registry import get_problem
 
         # Heartbeat from the start: the first call imports torch and the problem, which on a

@@ -1,5 +1,10 @@
 """Activities "record" and "record_run": the loop's attempts and progress, written to the store.
 
+The workflow owns its run's progress facts (status, stop reason, iteration, best, goal, budget
+used) and writes them only through these two activities, both with ``record_progress``: "record"
+adds an attempt row and moves the run's iteration and best with it (one transaction, so the
+best on the run row is always an attempt that exists); "record_run" writes the rest.
+
 An attempt is keyed by (run_id, iteration, index): a retried activity finds the row already
 there and writes nothing twice. The store is synchronous SQLAlchemy, so each write runs in a
 thread and the worker's event loop keeps serving other activities.
@@ -37,6 +42,7 @@ class Recorder:
     def _record(self, input: RecordInput) -> RecordResult:
         from store.db import session_scope
         from store.repository import record_attempt
+        from store.run_progress import record_progress
 
         result, candidate = input.result, input.candidate
         try:
@@ -59,6 +65,14 @@ class Recorder:
                     gpu_seconds=result.gpu_seconds,
                     llm_sha=candidate.llm_sha,
                 )
+                if created:  # a retry finds the progress its first try wrote in the same transaction
+                    record_progress(
+                        session,
+                        input.run_id,
+                        iteration=input.iteration,
+                        best_speedup=result.speedup if input.is_best else None,
+                        best_attempt_id=attempt.id if input.is_best else None,
+                    )
                 return RecordResult(attempt_id=attempt.id, created=created)
         except KeyError as error:
             raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
@@ -75,10 +89,14 @@ class Recorder:
 
     def _record_run(self, input: RunProgressInput) -> RunProgressResult:
         from store.db import session_scope
-        from store.repository import create_run, get_run, update_run
+        from store.repository import create_run, get_run
+        from store.run_progress import record_progress
 
         created = False
         with session_scope(self.database_url) as session:
+            # Runs started through the API have their row already (the API owns the insert). The
+            # create path is for runs started without it (scripts/gpu/loop_on_gpu.py and the loop
+            # tests execute the workflow directly): their first record_run inserts the row.
             if get_run(session, input.run_id) is None:
                 if input.create is None:
                     raise ApplicationError(
@@ -98,7 +116,7 @@ class Recorder:
                     from_kind=info.from_kind,
                 )
                 created = True
-            update_run(
+            record_progress(
                 session,
                 input.run_id,
                 status=input.status,

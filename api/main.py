@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import asynccontextmanager
 from typing import Optional
 
@@ -10,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api import errors
 from api.limits import BodySizeLimit
+from api.reconciler import keep_reconciling
 from api.routes import docs, health, lineage, pages, problems, runs
 from api.temporal import ClientFactory, TemporalGateway
 from marathon.settings import Settings, get_settings
@@ -33,8 +36,17 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await run_in_threadpool(upgrade, settings.resolved_database_url)
+        url = settings.resolved_database_url
+        await run_in_threadpool(upgrade, url)
+        # Reads never write: rows whose workflow is gone are ended by this task alone.
+        reconciler = None
+        if settings.reconcile_every_s > 0:
+            reconciler = asyncio.create_task(keep_reconciling(url, app.state.temporal, settings.reconcile_every_s))
         yield
+        if reconciler is not None:
+            reconciler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reconciler
 
     app = FastAPI(
         title="Marathon",

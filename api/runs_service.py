@@ -18,8 +18,10 @@ from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 TERMINAL_STATUSES = FINISHED_RUN_STATUSES
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
-# died half-way (the API crashed between the insert and the start): it is marked failed.
+# died half-way (the API crashed between the insert and the start): reads show it failed and the
+# reconciler (api/reconciler.py) writes it so.
 ORPHAN_GRACE = timedelta(minutes=2)
+NEVER_STARTED = "the run's workflow was never started in Temporal"
 
 
 class RunNotFound(Exception):
@@ -141,6 +143,9 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         )
     if live is not None:
         fields["waiting_for_worker"] = waiting_line(live)
+        ended = ended_verdict(run, live)
+        if ended is not None:
+            fields.update(status=ended[0], stop_reason=ended[1])
     return RunPublic(**fields)
 
 
@@ -162,29 +167,21 @@ def load_run(url: str, run_id: str) -> Run:
         return run
 
 
-def reconcile(url: str, run: Run, live: LiveState) -> Run:
-    """Write what Temporal says back to the store, so lists and later reads agree with it."""
-    status, reason = live.status, live.stop_reason
-    if not live.found and run.status not in TERMINAL_STATUSES:
-        if datetime.now(timezone.utc) - _aware(run.created_at) < ORPHAN_GRACE:
-            return run
-        status, reason = "failed", "the run's workflow was never started in Temporal"
-    if status is None:
-        return run
-    progress = live.run_status
-    changed = status != run.status or (reason is not None and reason != run.stop_reason)
-    if progress is not None and progress.iteration > run.iteration:
-        changed = True
-    if not changed:
-        return run
-    with session_scope(url) as session:
-        return repository.update_run(
-            session,
-            run.id,
-            status=status,
-            stop_reason=reason,
-            iteration=max(run.iteration, progress.iteration) if progress else None,
-        )
+def ended_verdict(run: Run, live: LiveState, now: Optional[datetime] = None) -> Optional[tuple[str, str]]:
+    """(status, stop reason) for a row the store calls live whose workflow is gone or closed
+    without recording its end; None while the workflow runs (its own records are the word), when
+    Temporal could not say, and for rows already finished.
+
+    GET routes show this verdict without writing it; the reconciler (api/reconciler.py) writes it."""
+    if run.status in TERMINAL_STATUSES:
+        return None
+    if not live.found:
+        if (now or datetime.now(timezone.utc)) - _aware(run.created_at) < ORPHAN_GRACE:
+            return None  # the start may still be on its way
+        return "failed", NEVER_STARTED
+    if live.run_status is None and live.status in TERMINAL_STATUSES:
+        return live.status, live.stop_reason or ""
+    return None
 
 
 def attempt_public(attempt: Attempt) -> AttemptPublic:

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     # How long POST /runs waits for the workers a run needs to poll before refusing it (a script
     # that posts right after `marathon up`); a run is never pinned to a guessed evaluation queue.
     worker_wait_s: float = 15.0
+    # How often the API ends run rows whose workflow is gone (never started, terminated); 0: never.
+    reconcile_every_s: float = 30.0
 
     llm_base_url: str | None = None
     llm_model: str = _LLM_DEFAULTS.model

@@ -110,41 +110,6 @@ def list_runs(
     return list(page), count
 
 
-def update_run(
-    session: Session,
-    run_id: str,
-    *,
-    status: Optional[str] = None,
-    iteration: Optional[int] = None,
-    best_speedup: Optional[float] = None,
-    best_attempt_id: Optional[int] = None,
-    stop_reason: Optional[str] = None,
-    goal: Any = None,
-    budget_used: Optional[dict[str, float]] = None,
-) -> Run:
-    """Set the given fields (None leaves a field as it is); an unknown run raises KeyError."""
-    run = session.get(Run, run_id)
-    if run is None:
-        raise KeyError(f"run {run_id} not found")
-    if status is not None:
-        run.status = status
-    if iteration is not None:
-        run.iteration = iteration
-    if best_speedup is not None:
-        run.best_speedup = best_speedup
-    if best_attempt_id is not None:
-        run.best_attempt_id = best_attempt_id
-    if stop_reason is not None:
-        run.stop_reason = stop_reason
-    if goal is not None:
-        run.goal = _as_dict(goal)
-    if budget_used is not None:
-        run.budget_used = dict(budget_used)
-    run.updated_at = utcnow()
-    session.flush()
-    return run
-
-
 def _find_attempt(session: Session, run_id: str, iteration: int, index: int) -> Optional[Attempt]:
     return session.scalar(
         select(Attempt).where(Attempt.run_id == run_id, Attempt.iteration == iteration, Attempt.index == index)
@@ -174,16 +139,17 @@ def record_attempt(
 
     A retry of the same (run_id, iteration, index) returns the row already there with
     created=False, also when two retries race (the loser's insert hits the unique constraint and
-    it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt and
-    its speedup the run's best; the run's iteration never moves backwards.
+    it reads the winner's row). A new best attempt becomes the run's only ``is_best`` attempt.
+    Only attempt rows are written: the run's iteration and best are the workflow's progress,
+    written by ``store.run_progress.record_progress`` (the record activity calls both in one
+    transaction).
     """
     if iteration < 0 or index < 0:
         raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
     existing = _find_attempt(session, run_id, iteration, index)
     if existing is not None:
         return existing, False
-    run = session.get(Run, run_id)
-    if run is None:
+    if session.get(Run, run_id) is None:
         raise KeyError(f"run {run_id} not found")
     attempt = Attempt(
         run_id=run_id,
@@ -216,10 +182,6 @@ def record_attempt(
             .where(Attempt.run_id == run_id, Attempt.id != attempt.id, Attempt.is_best.is_(True))
             .values(is_best=False)
         )
-        run.best_attempt_id = attempt.id
-        run.best_speedup = speedup
-    run.iteration = max(run.iteration, iteration)
-    run.updated_at = utcnow()
     session.flush()
     return attempt, True
 
@@ -267,7 +229,9 @@ def delete_steering(session: Session, event_id: int) -> bool:
     return True
 
 
-def list_steering(session: Session, run_id: str, *, offset: int = 0, limit: int = 100) -> tuple[list[SteeringEvent], int]:
+def list_steering(
+    session: Session, run_id: str, *, offset: int = 0, limit: int = 100
+) -> tuple[list[SteeringEvent], int]:
     """A run's steering requests, oldest first; returns (page, total)."""
     _check_page(offset, limit)
     count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0
@@ -346,6 +310,27 @@ def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[
             .limit(limit)
         ).all()
     )
+
+
+# What the search proposer reads of each past attempt, in this order.
+HISTORY_COLUMNS = (Attempt.iteration, Attempt.index, Attempt.strategy, Attempt.knobs, Attempt.status,
+                   Attempt.speedup, Attempt.message, Attempt.roofline)
+
+
+def attempt_history(session: Session, run_id: str, *, before_iteration: int) -> list[tuple]:
+    """The run's attempts of iterations before ``before_iteration`` as plain tuples of
+    HISTORY_COLUMNS, ordered by (iteration, index).
+
+    One query over the (run_id, iteration, index) unique index, without sources, reports or
+    timestamps: the proposer re-reads its history every iteration, thousands of rows late in a run."""
+    if before_iteration < 0:
+        raise ValueError(f"before_iteration must be >= 0, got {before_iteration}")
+    rows = session.execute(
+        select(*HISTORY_COLUMNS)
+        .where(Attempt.run_id == run_id, Attempt.iteration < before_iteration)
+        .order_by(Attempt.iteration, Attempt.index)
+    ).all()
+    return [tuple(row) for row in rows]
 
 
 # A worker's identity holds its pid, so each restart registers anew; the oldest are forgotten.

@@ -44,7 +44,11 @@ async def continue_run(
     live = None
     if parent.status not in service.TERMINAL_STATUSES:
         live = await temporal.live_state(run_id)
-        parent = await run_in_threadpool(service.reconcile, url, parent, live)
+        ended = service.ended_verdict(parent, live)
+        if ended is not None:
+            # Its workflow has ended without recording it: this request takes Temporal's word (the
+            # row is detached, nothing is written; the background reconciler writes the store).
+            parent.status, parent.stop_reason = ended
     lineage.check_continuable(parent, live)
     goal = body.goal.to_goal() if body.goal is not None else Goal(**parent.goal)
     budget = lineage.continued_budget(parent, body.iterations, body.hours)

@@ -154,10 +154,8 @@ async def read_run_page(run_id: str, request: Request) -> Response:
     except service.RunNotFound as error:
         return html_response(render_message_page("Not found", str(error)), 404)
     run = view["run"]
-    live = None
-    if run.status not in service.TERMINAL_STATUSES:
-        live = await temporal.live_state(run_id)
-        run = await run_in_threadpool(service.reconcile, url, run, live)
+    # Nothing is written here: the live state is laid over the store's row for this page only.
+    live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
     public = service.to_public(run, settings, temporal.ui_url(run_id), live)
     notebook = NotebookView(rows=view["rows"], steering=view["steering"])
     workflow_notebook = await _workflow_notebook(request, run_id) if live and live.run_status else None

@@ -275,12 +275,10 @@ async def read_runs(
 
 @router.get("/{run_id}", response_model=RunPublic)
 async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) -> RunPublic:
-    """The store's row, refreshed from the workflow's status query while the run is live."""
+    """The store's row with Temporal's live state laid over it while the run is live (nothing is
+    written: the workflow records its own progress, the reconciler ends rows whose workflow is gone)."""
     run = await _load(settings, run_id)
-    live = None
-    if run.status not in service.TERMINAL_STATUSES:
-        live = await temporal.live_state(run_id)
-        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
+    live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
     return service.to_public(run, settings, temporal.ui_url(run_id), live)
 
 
@@ -355,7 +353,6 @@ async def _require_live(run_id: str, settings, temporal, doing: str):
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
     if not await temporal.is_running(run_id):
         live = await temporal.live_state(run_id)
-        run = await run_in_threadpool(service.reconcile, settings.resolved_database_url, run, live)
         final = live.status or "finished"
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {final}; it can no longer be {doing}")
     return run
@@ -410,11 +407,6 @@ for _action in ACTIONS:
     )
 
 
-def _save_goal(url: str, run_id: str, goal: Goal) -> None:
-    with session_scope(url) as session:
-        repository.update_run(session, run_id, goal=goal)
-
-
 @router.patch("/{run_id}/goal", response_model=GoalChanged)
 async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temporal: TemporalDep) -> GoalChanged:
     """Change the goal of a live run through the workflow's validated ``set_goal`` update."""
@@ -431,7 +423,8 @@ async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temp
         cause = error.cause or error
         reason = getattr(cause, "message", "") or str(cause)
         raise RequestValidationError([invalid(["body"], f"the run refused the goal: {reason}", merged)]) from None
-    await run_in_threadpool(_save_goal, settings.resolved_database_url, run_id, goal)
+    # The store's goal is the workflow's to write (record_run, at its next step); GET shows the new
+    # one at once from the status query.
     return GoalChanged(id=run_id, goal=asdict(goal))
 
 
@@ -488,12 +481,15 @@ async def create_hint(run_id: str, body: HintCreate, settings: SettingsDep, temp
     detail = {"hint": body.hint, "kind": kind, "knobs": knobs, "read_by": read_by}
     await _steer(settings, run_id, "hint", detail, lambda: temporal.signal(run_id, "add_hint", body.hint))
     return HintAccepted(
-        id=run_id, signal="add_hint", hint=body.hint, kind=kind, knobs=knobs, proposer=proposer, read_by=read_by, note=note
+        id=run_id, signal="add_hint", hint=body.hint, kind=kind, knobs=knobs, proposer=proposer, read_by=read_by,
+        note=note,
     )
 
 
 def steering_public(event: SteeringEvent) -> SteeringPublic:
-    return SteeringPublic(id=event.id, kind=event.kind, detail=event.detail or {}, created_at=service.aware(event.created_at))
+    return SteeringPublic(
+        id=event.id, kind=event.kind, detail=event.detail or {}, created_at=service.aware(event.created_at)
+    )
 
 
 @router.get("/{run_id}/steering", response_model=SteeringList)
@@ -544,8 +540,10 @@ def _llm_exchange(url: str, run_id: str, attempt_id: int) -> LLMExchange:
 def _exchange_text(exchange: LLMExchange) -> str:
     transcript = exchange.transcript
     lines = [
-        f"run {exchange.run_id}, iteration {exchange.iteration}, candidate {exchange.index} (attempt {exchange.attempt_id})",
-        f"model {transcript.get('model', '?')} at {transcript.get('endpoint', '?')}, {transcript.get('tokens', '?')} tokens",
+        f"run {exchange.run_id}, iteration {exchange.iteration}, candidate {exchange.index} "
+        f"(attempt {exchange.attempt_id})",
+        f"model {transcript.get('model', '?')} at {transcript.get('endpoint', '?')}, "
+        f"{transcript.get('tokens', '?')} tokens",
     ]
     for message in transcript.get("messages", []):
         lines += ["", f"===== {message.get('role', '?')} =====", str(message.get("content", ""))]

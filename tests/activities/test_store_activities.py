@@ -83,6 +83,29 @@ async def test_record_writes_each_attempt_once(database_url):
         assert run.best_speedup == 1.4 and run.iteration == 1
 
 
+async def test_record_moves_the_runs_progress_and_record_run_never_undoes_it(database_url):
+    """The record activity is the workflow's record step: it writes the attempt and, with it, the
+    run's iteration and best (a plain attempt moves only the iteration). A record_run carrying the
+    workflow's older iteration (it is written before the workflow's state moves) keeps the newer one."""
+    recorder = Recorder(database_url)
+    env = ActivityEnvironment()
+    await env.run(recorder.record_run, RunProgressInput(run_id="r3", status="running", create=create_info()))
+
+    def attempt(iteration: int, speedup: float, is_best: bool) -> RecordInput:
+        return RecordInput(
+            run_id="r3", iteration=iteration, index=0, is_best=is_best,
+            candidate=Candidate(index=0, source_sha="f" * 64, strategy="tile", knobs={"BT": 64}),
+            result=EvaluateResult(status="ok", speedup=speedup, timing_kind="interpreter"),
+        )
+
+    best = await env.run(recorder.record, attempt(1, 1.5, True))
+    await env.run(recorder.record, attempt(2, 1.1, False))
+    await env.run(recorder.record_run, RunProgressInput(run_id="r3", status="paused", iteration=1, best_speedup=1.5))
+    with session_scope(database_url) as session:
+        run = get_run(session, "r3")
+        assert (run.iteration, run.best_speedup, run.best_attempt_id, run.status) == (2, 1.5, best.attempt_id, "paused")
+
+
 def notebook_with(entries: int) -> Notebook:
     notebook = Notebook()
     for iteration in range(entries):

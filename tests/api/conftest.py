@@ -21,6 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from api.main import create_app
+from api.reconciler import reconcile_once
+from api.temporal import TemporalGateway
 from marathon.settings import Settings
 from store import repository
 from store.db import session_scope
@@ -63,6 +65,13 @@ class Api:
     def db(self):
         return session_scope(self.settings.resolved_database_url)
 
+    async def reconcile(self):
+        """One pass of the API's background reconciler against this API's database and Temporal."""
+        return await reconcile_once(self.settings.resolved_database_url, TemporalGateway(self.settings, self._client))
+
+    async def _client(self) -> Client:
+        return self.client
+
 
 def _free_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -98,6 +107,9 @@ async def bare_api(database_url, temporal_env, tmp_path):
         temporal_ui_url=UI_URL,
         max_body_bytes=20_000,
         worker_wait_s=1.0,
+        # No background reconciler: tests run its passes themselves (api.reconcile()) to see
+        # exactly when rows change; tests/api/test_orphans.py starts one API with it on.
+        reconcile_every_s=0,
     )
 
     async def client_factory() -> Client:

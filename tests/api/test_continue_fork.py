@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 from workflows.types import Budget, Goal, OptimizeInput, ProposerConfig
 
@@ -34,7 +34,7 @@ def make_parent(api, *, status: str = "completed", problem: str = "kda") -> tupl
         champion = put_text(session, CHAMPION_SOURCE)
         for iteration in range(1, PARENT_ITERATIONS + 1):
             best = iteration == 3
-            repository.record_attempt(
+            attempt, _ = repository.record_attempt(
                 session,
                 run_id=run_id,
                 iteration=iteration,
@@ -51,8 +51,10 @@ def make_parent(api, *, status: str = "completed", problem: str = "kda") -> tupl
                 is_best=best,
                 gpu_seconds=1.0,
             )
+            if best:  # what the record activity writes with the attempt
+                run_progress.record_progress(session, run_id, best_attempt_id=attempt.id, best_speedup=attempt.speedup)
         repository.add_steering(session, run_id=run_id, kind="hint", detail={"hint": "BT=48"})
-        repository.update_run(session, run_id, status=status, iteration=PARENT_ITERATIONS, stop_reason="stopped")
+        run_progress.record_progress(session, run_id, status=status, iteration=PARENT_ITERATIONS, stop_reason="stopped")
     return run_id, champion
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 from workflows.types import Budget, Goal, ProposerConfig
 
@@ -26,7 +26,7 @@ def seed_run(api, run_id: str, *, problem: str = "kda", status: str = "running")
             workflow_id=run_id,
         )
         if status != "running":
-            repository.update_run(session, run_id, status=status, stop_reason="goal_reached")
+            run_progress.record_progress(session, run_id, status=status, stop_reason="goal_reached")
 
 
 def seed_attempts(api, run_id: str) -> None:
@@ -36,7 +36,7 @@ def seed_attempts(api, run_id: str) -> None:
         for iteration in (1, 2):
             for index in (1, 0):
                 best = (iteration, index) == (2, 1)
-                repository.record_attempt(
+                attempt, _ = repository.record_attempt(
                     session,
                     run_id=run_id,
                     iteration=iteration,
@@ -53,6 +53,10 @@ def seed_attempts(api, run_id: str) -> None:
                     is_best=best,
                     gpu_seconds=0.25,
                 )
+                # What the record activity writes with it: the run's iteration and best.
+                best_id = attempt.id if best else None
+                run_progress.record_progress(session, run_id, iteration=iteration, best_attempt_id=best_id,
+                                           best_speedup=1.8 if best else None)
 
 
 async def test_list_runs_filters_and_paginates(api):

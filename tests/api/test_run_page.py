@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from store import repository
+from store import repository, run_progress
 from store.artifacts import put_text
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,7 +68,7 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
             (3, 0, plain, "ok", 0.05, False, "tile-8", slow),
         ]
         for iteration, index, sha, status, speedup, best, strategy, report in rows:
-            repository.record_attempt(
+            attempt, _ = repository.record_attempt(
                 session,
                 run_id=run_id,
                 iteration=iteration,
@@ -84,6 +84,11 @@ def record_attempts(api, run_id: str, *, long_source: bool = False) -> None:
                 report_sha=report,
                 is_best=best,
                 gpu_seconds=0.1,
+            )
+            # What the record activity writes with it: the run's iteration and best.
+            best_id = attempt.id if best else None
+            run_progress.record_progress(
+                session, run_id, iteration=iteration, best_attempt_id=best_id, best_speedup=speedup if best else None
             )
 
 

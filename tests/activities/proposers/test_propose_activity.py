@@ -17,7 +17,7 @@ from activities.proposers.knob_space import KnobSpace
 from activities.proposers.search import choose_points, generator_for
 from store.artifacts import get_text
 from store.db import session_scope
-from store.repository import record_attempt
+from store.repository import list_attempts, record_attempt
 from workflows.types import Goal, Notebook, ProposeInput, ProposerConfig
 
 SPACE = KnobSpace(toy)
@@ -102,6 +102,44 @@ async def test_a_retry_proposes_the_same_even_after_a_partial_record(store_url):
     record(store_url, 1, before.candidates[:1], [("ok", 2.0)])
     again = await propose(store_url, request(1))
     assert again == before
+
+
+def history_from_full_rows(store_url, before_iteration: int) -> list[PastAttempt]:
+    """How the activity read its history before the column query: every attempt as a full row,
+    page by page, keeping those of earlier iterations."""
+    history, offset = [], 0
+    with session_scope(store_url) as session:
+        while True:
+            page, total = list_attempts(session, RUN_ID, offset=offset, limit=7)
+            history += [
+                PastAttempt(r.iteration, r.index, r.strategy or "", r.knobs, r.status, r.speedup, r.message or "",
+                            r.roofline)
+                for r in page
+                if r.iteration < before_iteration
+            ]
+            offset += len(page)
+            if not page or offset >= total:
+                return history
+
+
+async def test_the_history_query_gives_the_same_past_attempts_as_the_full_rows(store_url):
+    with session_scope(store_url) as session:
+        for iteration in range(6):
+            for index in (2, 0, 1):  # recorded out of order, as concurrent record activities do
+                failed = (iteration + index) % 3 == 0
+                record_attempt(
+                    session, run_id=RUN_ID, iteration=iteration, index=index, strategy=f"s{iteration}.{index}",
+                    knobs=None if index == 2 else {"BLOCK": 16 * (index + 1), "warps": iteration},
+                    source_sha="a" * 64, status="incorrect" if failed else "ok",
+                    message=f"rel rms {iteration}" if failed else "", speedup=None if failed else 1 + iteration / 8,
+                    roofline=None if failed else iteration / 10, timing_kind="interpreter", report_sha=None,
+                    is_best=False, gpu_seconds=0.0,
+                )
+    reader = ProposeActivities(database_url=store_url)
+    for iteration in (0, 1, 4, 6, 50):
+        read = reader._read_history(request(iteration))
+        assert read == history_from_full_rows(store_url, iteration)
+        assert len(read) == 3 * min(iteration, 6)
 
 
 async def test_a_hint_in_the_notebook_is_tried_next(store_url):
