@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from api import errors
 from api.limits import BodySizeLimit
 from api.reconciler import keep_reconciling
-from api.routes import docs, health, lineage, pages, problems, runs
+from api.routes import docs, health, lineage, llm_exchange, pages, problems, runs, steering
 from api.temporal import ClientFactory, TemporalGateway
 from marathon.settings import Settings, get_settings
 from store.db import upgrade
@@ -64,8 +64,9 @@ def create_app(
     app.include_router(health.router)
     app.include_router(problems.router)
     app.include_router(runs.router)
+    app.include_router(steering.router)
     app.include_router(lineage.router)
-    app.include_router(runs.page_router)
+    app.include_router(llm_exchange.router)
     app.include_router(pages.router)
     docs.install(app)
     return app
