@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
 
@@ -46,3 +47,18 @@ def knob_problems(point: dict[str, Any], space: dict[str, tuple]) -> list[str]:
         if name in point and point[name] not in allowed:
             problems.append(f"{name}={point[name]!r} is not one of {list(allowed)}")
     return problems
+
+
+def describe_point(point: dict[str, Any], knobs: Iterable[str]) -> str:
+    """One line in the knobs' own names, in ``knobs`` order (what a hint uses): ``chunk=32 num_warps=4``."""
+    return " ".join(f"{knob}={point[knob]}" for knob in knobs)
+
+
+def render_point(problem: str, template: Path, point: dict[str, Any], knobs: Iterable[str],
+                 validate: Callable[[dict[str, Any]], list[str]]) -> str:
+    """The kernel module ``template`` with its ``CONFIG`` set to ``point``; raises ValueError naming
+    ``problem`` and every reason when ``validate`` finds the point invalid."""
+    problems = validate(point)
+    if problems:
+        raise ValueError(f"invalid {problem} point: " + "; ".join(problems))
+    return write_config(template.read_text(), template.name, point, knobs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import knob_problems, read_config, write_config
+from kernels.config_source import describe_point, knob_problems, read_config, render_point
 
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 
@@ -93,12 +93,9 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 def describe(point: dict[str, Any]) -> str:
     """One line in the knobs' own names (what a hint uses), e.g. ``chunk=32 prep_variant=flat …``."""
-    return " ".join(f"{knob}={point[knob]}" for knob in SPACE)
+    return describe_point(point, SPACE)
 
 
 def render(point: dict[str, Any]) -> str:
     """Source of ``chunk.py`` with ``CONFIG`` set to ``point``; raises ValueError if invalid."""
-    problems = validate(point)
-    if problems:
-        raise ValueError(f"invalid kda point: {'; '.join(problems)}")
-    return write_config(_CHUNK_PATH.read_text(), "chunk.py", point, SPACE)
+    return render_point("kda", _CHUNK_PATH, point, SPACE, validate)

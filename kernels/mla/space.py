@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import knob_problems, read_config, write_config
+from kernels.config_source import describe_point, knob_problems, read_config, render_point
 
 _DECODE_PATH = Path(__file__).with_name("decode.py")
 
@@ -87,12 +87,9 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 def describe(point: dict[str, Any]) -> str:
     """One line in the knobs' own names (what a hint uses), e.g. ``block_n=64 block_h=64 …``."""
-    return " ".join(f"{knob}={point[knob]}" for knob in SPACE)
+    return describe_point(point, SPACE)
 
 
 def render(point: dict[str, Any]) -> str:
     """decode.py with CONFIG set to ``point``; raises ValueError for an invalid point."""
-    problems = validate(point)
-    if problems:
-        raise ValueError("invalid mla-decode point: " + "; ".join(problems))
-    return write_config(_DECODE_PATH.read_text(), "decode.py", point, SPACE)
+    return render_point("mla-decode", _DECODE_PATH, point, SPACE, validate)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import knob_problems, read_config, write_config
+from kernels.config_source import describe_point, knob_problems, read_config, render_point
 
 _KERNEL_PATH = Path(__file__).with_name("kernel.py")
 
@@ -37,12 +37,10 @@ def validate(point: dict[str, Any]) -> list[str]:
 
 
 def describe(point: dict[str, Any]) -> str:
-    return " ".join(f"{knob}={point[knob]}" for knob in SPACE)
+    """One line in the knobs' own names (what a hint uses), e.g. ``block_d=256 num_warps=4``."""
+    return describe_point(point, SPACE)
 
 
 def render(point: dict[str, Any]) -> str:
     """kernel.py with CONFIG set to ``point``; raises ValueError for an invalid point."""
-    problems = validate(point)
-    if problems:
-        raise ValueError("invalid rmsnorm-residual point: " + "; ".join(problems))
-    return write_config(_KERNEL_PATH.read_text(), "kernel.py", point, SPACE)
+    return render_point("rmsnorm-residual", _KERNEL_PATH, point, SPACE, validate)
