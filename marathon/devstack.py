@@ -256,8 +256,12 @@ class DevStack:
             "namespace": self.config.namespace,
             "children": {child.spec.name: child.pid for child in self.children},
         }
+        # Written whole and renamed into place: the CLI and tests read it while children restart,
+        # and a reader must never see a half-written (empty) file.
         path = self.config.home / STACK_FILE_NAME
-        path.write_text(json.dumps(info, indent=2) + "\n")
+        partial = path.with_name(f".{STACK_FILE_NAME}.{os.getpid()}")
+        partial.write_text(json.dumps(info, indent=2) + "\n")
+        os.replace(partial, path)
 
     def banner(self, token: Optional[str]) -> str:
         c = self.config
