@@ -16,7 +16,7 @@ from api import lineage
 from api import runs_service as service
 from api.deps import AuthDep, SettingsDep, TemporalDep
 from api.errors import invalid
-from api.routes.runs import ERRORS, _check_proposer, _evaluation_arch, _launch
+from api.routes.runs import ERRORS, _check_proposer, _evaluation_target, _launch
 from api.schemas import Message, RunContinue, RunCreated
 from workflows.types import Goal, OptimizeInput, ProposerConfig
 
@@ -58,7 +58,7 @@ async def continue_run(
         raise RequestValidationError(errors)
     proposer = ProposerConfig(**(parent.proposer or {}))
     await _check_proposer(temporal, settings, proposer)
-    arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
+    arch, queue = await _evaluation_target(temporal, settings, body.gpu_arch)
     run = OptimizeInput(
         run_id=service.new_run_id(parent.problem),
         problem=parent.problem,
@@ -67,7 +67,7 @@ async def continue_run(
         proposer=proposer,
         candidates_per_iteration=parent.candidates_per_iteration,
         gpu_arch=arch,
-        evaluate_task_queue=f"{settings.gpu_task_queue_prefix}{arch}",
+        evaluate_task_queue=queue,
         start_from=await lineage.start_from(temporal, url, run_id, "continue"),
     )
     return await _launch(run, settings, temporal)

@@ -110,6 +110,13 @@ async def _evaluation_arch(temporal, settings) -> str:
     return arch
 
 
+async def _evaluation_target(temporal, settings, gpu_arch: Optional[str]) -> tuple[str, str]:
+    """The architecture a new run is evaluated on (the request's, else the first one a worker polls)
+    and its evaluation queue, named here at the edge from the settings' prefix (the name's one owner)."""
+    arch = gpu_arch or await _evaluation_arch(temporal, settings)
+    return arch, f"{settings.gpu_task_queue_prefix}{arch}"
+
+
 async def _check_problem_served(temporal, settings, name: str) -> None:
     """Refuse a run on a registered problem when none of the CPU workers that registered it polls:
     the package it needs may be on no machine that is serving now."""
@@ -192,7 +199,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         raise RequestValidationError(errors)
     await _check_problem_served(temporal, settings, body.problem)
     await _check_proposer(temporal, settings, proposer)
-    arch = body.gpu_arch or await _evaluation_arch(temporal, settings)
+    arch, queue = await _evaluation_target(temporal, settings, body.gpu_arch)
     start_from = await lineage.start_from(temporal, url, body.from_run, "fork") if body.from_run else None
     run = OptimizeInput(
         run_id=service.new_run_id(body.problem),
@@ -202,8 +209,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
         gpu_arch=arch,
-        # The queue's name has one owner: the settings' prefix, here at the edge.
-        evaluate_task_queue=f"{settings.gpu_task_queue_prefix}{arch}",
+        evaluate_task_queue=queue,
         start_from=start_from,
     )
     return await _launch(run, settings, temporal)
