@@ -44,6 +44,10 @@ class JudgeReport:
     # How the candidate's process was isolated (``isolation.py``); "none: ..." when the
     # operator opted out with --insecure-no-isolation.
     isolation: str = ""
+    # Wall seconds per phase of the judgement, in the order they ran ("startup", "load",
+    # "references", "verify", "warm", "timing", "recheck", "profile", ...). "timing" is the time
+    # the candidate held the GPU exclusively (``gpu_lease.py``); "lease_wait" the time it waited.
+    phases: dict[str, float] = field(default_factory=dict)
     judge_version: str = JUDGE_VERSION
 
     def __post_init__(self) -> None:
