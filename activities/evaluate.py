@@ -57,7 +57,8 @@ def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
 class Evaluator:
     """The evaluation activity, bound to a store and to this worker's device."""
 
-    def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False) -> None:
+    def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
+                 lease_path: Optional[str] = None) -> None:
         if not database_url:
             raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
@@ -65,6 +66,7 @@ class Evaluator:
         self.database_url = database_url
         self.device = device
         self.insecure_no_isolation = insecure_no_isolation
+        self.lease_path = lease_path
 
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
@@ -75,15 +77,19 @@ class Evaluator:
         source = await asyncio.to_thread(self._load_source, input.source_sha)
         cancel = threading.Event()
         started = time.monotonic()
+        # The judge's current phase ("timing against the baseline, shape 2/4 (...)"), written by
+        # its thread and read here: a slow judgement is never silent in the Web UI.
+        phase = ["starting the judge"]
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation)
+        future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation,
+                                      self.lease_path, phase.__setitem__)
         try:
             while True:
                 try:
                     report = await asyncio.wait_for(asyncio.shield(future), timeout=HEARTBEAT_EVERY_S)
                     break
                 except asyncio.TimeoutError:
-                    activity.heartbeat({"phase": "judging", "elapsed_s": round(time.monotonic() - started, 1)})
+                    activity.heartbeat({"phase": phase[0], "elapsed_s": round(time.monotonic() - started, 1)})
         except asyncio.CancelledError:
             cancel.set()
             try:
@@ -108,7 +114,8 @@ class Evaluator:
 
     @staticmethod
     def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
-               insecure_no_isolation: bool = False):
+               insecure_no_isolation: bool = False, lease_path: Optional[str] = None,
+               set_phase: Optional[Any] = None):
         from kernels.judge import judge
         from kernels.judge.isolation import IsolationUnavailable
 
@@ -121,6 +128,8 @@ class Evaluator:
                 timeout_s=input.timeout_s,
                 cancel=cancel,
                 insecure_no_isolation=insecure_no_isolation,
+                lease_path=lease_path,
+                heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
             )
         except ValueError as error:
             raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error

@@ -136,21 +136,23 @@ def build_gpu_worker(
     graceful_shutdown_timeout: timedelta = GPU_GRACEFUL_SHUTDOWN,
     **worker_options: Any,
 ) -> Worker:
-    """The evaluation worker: one activity at a time, on the queue of this device's
-    architecture (``task_queue`` overrides it)."""
+    """The evaluation worker, on the queue of this device's architecture (``task_queue``
+    overrides it): ``settings.evaluations_per_gpu`` judgements at once on a GPU (they share it
+    through the GPU lease, timing alone), one at a time on a CPU."""
+    device = device or default_device()
     if activities is None:
         from activities.evaluate import Evaluator
 
-        device = device or default_device()
         activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
-                                insecure_no_isolation=settings.insecure_no_isolation).evaluate]
+                                insecure_no_isolation=settings.insecure_no_isolation,
+                                lease_path=settings.gpu_lease).evaluate]
     if task_queue is None:
-        task_queue = gpu_task_queue(settings, device or default_device())
+        task_queue = gpu_task_queue(settings, device)
     return Worker(
         client,
         task_queue=task_queue,
         activities=list(activities),
-        max_concurrent_activities=1,
+        max_concurrent_activities=settings.evaluations_per_gpu if device == "cuda" else 1,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         **worker_options,
     )
