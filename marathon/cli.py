@@ -50,7 +50,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def _one_line_formatter(prog: str) -> argparse.HelpFormatter:
     # Wide enough that each command's summary stays on one line.
-    return argparse.RawDescriptionHelpFormatter(prog, width=160, max_help_position=17)
+    return argparse.RawDescriptionHelpFormatter(prog, width=160, max_help_position=18)
 
 
 def _decorate(name: str, parser: argparse.ArgumentParser, summary: str) -> None:
