@@ -36,9 +36,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "goal": ("marathon goal kda-1f3c2b9a0d4e 2.5", "marathon goal kda-1f3c2b9a0d4e 0.6 --objective roofline"),
     "hint": ('marathon hint kda-1f3c2b9a0d4e "try a larger chunk size"',),
     "judge": ("marathon judge my_kernel.py --problem kda", "marathon judge my_kernel.py --problem mla-decode --json"),
-    "bench": ("marathon bench mla-decode", "marathon bench kda", "marathon bench judge --problem kda --concurrent 4"),
-    "bench-judge": ("marathon bench-judge --problem kda --runs 3 --concurrent 4 --fresh-cache",
-                    "marathon bench judge"),
+    "bench": ("marathon bench mla-decode", "marathon bench kda",
+              "marathon bench judge --problem kda --runs 3 --concurrent 4 --fresh-cache"),
     "problem": (
         "marathon problem check rmsnorm-residual",
         "marathon problem check my_package.definition:PROBLEM --no-judge",
@@ -50,7 +49,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def _one_line_formatter(prog: str) -> argparse.HelpFormatter:
     # Wide enough that each command's summary stays on one line.
-    return argparse.RawDescriptionHelpFormatter(prog, width=160, max_help_position=18)
+    return argparse.RawDescriptionHelpFormatter(prog, width=160, max_help_position=14)
 
 
 def _decorate(name: str, parser: argparse.ArgumentParser, summary: str) -> None:
@@ -89,9 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["bench", "judge"]:  # `marathon bench judge` is `marathon bench-judge`
-        argv = ["bench-judge", *argv[2:]]
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()

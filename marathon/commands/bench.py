@@ -1,4 +1,5 @@
-"""``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU."""
+"""``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU.
+``marathon bench judge``: time whole judgements of the seeds, phase by phase (marathon/judge_bench.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "bench",
-        help="check and time our kernel against the baselines, side by side on the GPU",
+        help="time our kernel against the baselines on the GPU; `bench judge`: time judgements",
         description="Per shape: baseline and our milliseconds, speedup, TFLOP/s, GB/s, % of roofline, device. "
         "Refuses (exit 2) without a CUDA GPU.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=handle)
 
-    judge = subparsers.add_parser(
-        "bench-judge",
-        help="time judgements of the seeds phase by phase (= marathon bench judge)",
-        description="Judges each problem's seed kernel RUNS times one after another, then --concurrent at once "
-        "(sharing the GPU through the lease, as a GPU worker does), and prints the wall time of each phase. "
-        "Runs on the CPU too (interpreter), where the numbers say nothing about a GPU.",
-    )
+    judge = parser.add_argument_group(
+        "marathon bench judge",
+        "With PROBLEM = judge: judge each problem's seed kernel --runs times one after another, then --concurrent "
+        "at once (sharing the GPU through the lease, as a GPU worker does), and print the wall time of each phase. "
+        "Runs on the CPU too (interpreter), where the numbers say nothing about a GPU.")
     judge.add_argument("--problem", action="append", dest="problems", default=None,
                        help="a problem to judge (repeatable; default: kda and mla-decode)")
     judge.add_argument("--runs", type=int, default=2, help="judgements one after another (default 2)")
@@ -31,10 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     judge.add_argument("--fresh-cache", action="store_true",
                        help="start each problem from empty Triton and inductor caches (a new worker)")
     judge.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when present")
-    judge.add_argument("--json", dest="json_path", default=None, help="also write the results to this file")
     judge.add_argument("--insecure-no-isolation", action="store_true",
-                       help="judge without OS isolation where bubblewrap is missing (the timings then include none)")
-    judge.set_defaults(handler=handle_judge)
+                       help="judge without OS isolation where bubblewrap is missing")
 
 
 def handle_judge(args: argparse.Namespace) -> int:
@@ -60,5 +57,8 @@ def handle_judge(args: argparse.Namespace) -> int:
 
 def handle(args: argparse.Namespace) -> int:
     from kernels.bench import run
+
+    if args.problem == "judge":
+        return handle_judge(args)
 
     return run(args.problem, args.shapes, args.reps, args.json_path)
