@@ -21,7 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Optional, TextIO
 
-PHASES = ("startup", "load", "references", "verify", "warm", "lease_wait", "timing", "recheck", "closing")
+PHASES = ("startup", "load", "references", "verify", "warm", "baseline_warm", "lease_wait", "timing", "recheck",
+          "closing")
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 
 
@@ -51,8 +52,12 @@ def _judge_once(problem: str, source: str, device: Optional[str], label: str, le
 
     started = time.monotonic()
     report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure)
-    return Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
-                     dict(report.phases))
+    found = Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
+                      dict(report.phases))
+    # As each judgement ends, so that a benchmark cut short still says what it measured.
+    print(f"  {problem} {label}: {found.status} in {found.seconds:.1f} s, phases {json.dumps(found.phases)}"
+          + (f", message {report.message[:300]!r}" if report.status != "ok" else ""), file=sys.stderr, flush=True)
+    return found
 
 
 def _busy_sampler(device: Optional[str]):

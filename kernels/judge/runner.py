@@ -304,13 +304,18 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
         session.enter("warm", f"warming up, {where}")
         bench_ref = {"index": bench.index, "shape": bench.shape, "seeds": bench.seeds, "regime": bench.regime}
         with holding(exclusive=False):
+            # The baseline warms up (compiles, autotunes) in the referee while the candidate warms
+            # up in its process: neither is timed, so they may overlap.
+            referee.send({"op": "warm", "bench": bench.index, "calls": the_plan.warmup})
             warm_started = time.monotonic()
             session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
                         FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
             per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
             seen_shapes.add(tuple(bench.shape))
-            warm = {"op": "warm", "bench": bench.index, "calls": the_plan.warmup}
-            warmed = session.ask(referee, warm, None, "", "warmed")
+            session.enter("baseline_warm", f"warming up the baseline, {where}")
+            warmed = session.wait(referee, None, "")
+            if warmed.get("kind") != "warmed":
+                raise Stop("crashed", f"the referee answered {warmed.get('kind')!r} to 'warm': protocol broken")
         data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
         if lease is not None:
             session.enter("lease_wait", f"waiting for the GPU to time {where}")
