@@ -185,6 +185,12 @@ class BusySampler:
                 window.figures = self._integrate(window, ended)
             return window.figures
 
+    @property
+    def open_windows(self) -> int:
+        """How many windows are open now (evaluations in progress in this process)."""
+        with self._lock:
+            return len(self._active)
+
     # -- sampling ------------------------------------------------------------------------------
 
     def sample(self) -> None:
@@ -277,3 +283,15 @@ def sampler_for(index: Optional[int]) -> BusySampler:
             source = None if index is None else (lambda: NvmlUtilization(index).read)
             sampler = _samplers[index] = BusySampler(source)
         return sampler
+
+
+def result_fields(figures: BusyFigures, phases: Mapping[str, float]) -> dict[str, Optional[float]]:
+    """The ``EvaluateResult`` fields of one evaluation: its window's figures and the seconds the
+    candidate held the GPU for timing (the judge report's ``phases["timing"]``; absent on CPU)."""
+    timing = phases.get("timing", 0.0) if isinstance(phases, Mapping) else 0.0
+    return {
+        "wall_s": round(figures.wall_s, 3),
+        "wall_share_s": round(figures.wall_share_s, 3),
+        "gpu_busy_s": None if figures.gpu_busy_s is None else round(figures.gpu_busy_s, 3),
+        "timing_s": round(float(timing), 3) if isinstance(timing, (int, float)) else 0.0,
+    }

@@ -140,10 +140,13 @@ def build_gpu_worker(
     architecture (``task_queue`` overrides it)."""
     if activities is None:
         from activities.evaluate import Evaluator
+        from activities.gpu_busy import gpu_index
 
         device = device or default_device()
+        # NVML's index of the GPU this process evaluates on, for the busy figures (None in CPU mode).
+        index = gpu_index(os.environ) if device == "cuda" else None
         activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
-                                insecure_no_isolation=settings.insecure_no_isolation).evaluate]
+                                insecure_no_isolation=settings.insecure_no_isolation, gpu_index=index).evaluate]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device or default_device())
     return Worker(
