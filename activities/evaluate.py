@@ -60,7 +60,7 @@ class Evaluator:
     NVML index of that device (``gpu_busy.gpu_index``), None when there is no GPU to measure."""
 
     def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
-                 gpu_index: Optional[int] = None) -> None:
+                 lease_path: Optional[str] = None, gpu_index: Optional[int] = None) -> None:
         if not database_url:
             raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
@@ -68,6 +68,7 @@ class Evaluator:
         self.database_url = database_url
         self.device = device
         self.insecure_no_isolation = insecure_no_isolation
+        self.lease_path = lease_path
         self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
 
     @activity.defn(name="evaluate")
@@ -79,9 +80,13 @@ class Evaluator:
         source = await asyncio.to_thread(self._load_source, input.source_sha)
         cancel = threading.Event()
         started = time.monotonic()
+        # The judge's current phase ("timing against the baseline, shape 2/4 (...)"), written by
+        # its thread and read here: a slow judgement is never silent in the Web UI.
+        phase = ["starting the judge"]
         loop = asyncio.get_running_loop()
         window = self.busy.begin()
-        future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation)
+        future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation,
+                                      self.lease_path, phase.__setitem__)
         # The window closes when the judge returns, raises or gives up after a cancellation: never left open.
         future.add_done_callback(lambda _: self.busy.end(window))
         try:
@@ -90,7 +95,7 @@ class Evaluator:
                     report = await asyncio.wait_for(asyncio.shield(future), timeout=HEARTBEAT_EVERY_S)
                     break
                 except asyncio.TimeoutError:
-                    activity.heartbeat({"phase": "judging", "elapsed_s": round(time.monotonic() - started, 1)})
+                    activity.heartbeat({"phase": phase[0], "elapsed_s": round(time.monotonic() - started, 1)})
         except asyncio.CancelledError:
             cancel.set()
             try:
@@ -115,7 +120,8 @@ class Evaluator:
 
     @staticmethod
     def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
-               insecure_no_isolation: bool = False):
+               insecure_no_isolation: bool = False, lease_path: Optional[str] = None,
+               set_phase: Optional[Any] = None):
         from kernels.judge import judge
         from kernels.judge.isolation import IsolationUnavailable
 
@@ -128,6 +134,8 @@ class Evaluator:
                 timeout_s=input.timeout_s,
                 cancel=cancel,
                 insecure_no_isolation=insecure_no_isolation,
+                lease_path=lease_path,
+                heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
             )
         except ValueError as error:
             raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error

@@ -36,7 +36,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "goal": ("marathon goal kda-1f3c2b9a0d4e 2.5", "marathon goal kda-1f3c2b9a0d4e 0.6 --objective roofline"),
     "hint": ('marathon hint kda-1f3c2b9a0d4e "try a larger chunk size"',),
     "judge": ("marathon judge my_kernel.py --problem kda", "marathon judge my_kernel.py --problem mla-decode --json"),
-    "bench": ("marathon bench mla-decode", "marathon bench kda"),
+    "bench": ("marathon bench mla-decode", "marathon bench kda",
+              "marathon bench judge --problem kda --runs 3 --concurrent 4 --fresh-cache"),
     "problem": (
         "marathon problem check rmsnorm-residual",
         "marathon problem check my_package.definition:PROBLEM --no-judge",

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     # Judge candidates without OS isolation (no bubblewrap here). Logged at worker start and
     # written into every report; never the default.
     insecure_no_isolation: bool = False
+    # Judgements one GPU worker runs at once. Their compiles, checks and references overlap;
+    # only timing holds the GPU alone (kernels/judge/gpu_lease.py). CPU workers run one: the
+    # interpreter's timings are CPU time. ``gpu_lease`` names the lease file shared by every
+    # worker using this GPU (default: one per visible GPU in the temp folder).
+    evaluations_per_gpu: int = Field(default=4, ge=1, le=32)
+    gpu_lease: str | None = None
 
     @property
     def resolved_database_url(self) -> str:

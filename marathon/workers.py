@@ -136,24 +136,26 @@ def build_gpu_worker(
     graceful_shutdown_timeout: timedelta = GPU_GRACEFUL_SHUTDOWN,
     **worker_options: Any,
 ) -> Worker:
-    """The evaluation worker: one activity at a time, on the queue of this device's
-    architecture (``task_queue`` overrides it)."""
+    """The evaluation worker, on the queue of this device's architecture (``task_queue``
+    overrides it): ``settings.evaluations_per_gpu`` judgements at once on a GPU (they share it
+    through the GPU lease, timing alone), one at a time on a CPU."""
+    device = device or default_device()
     if activities is None:
         from activities.evaluate import Evaluator
         from activities.gpu_busy import gpu_index
 
-        device = device or default_device()
         # NVML's index of the GPU this process evaluates on, for the busy figures (None in CPU mode).
         index = gpu_index(os.environ) if device == "cuda" else None
         activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
-                                insecure_no_isolation=settings.insecure_no_isolation, gpu_index=index).evaluate]
+                                insecure_no_isolation=settings.insecure_no_isolation,
+                                lease_path=settings.gpu_lease, gpu_index=index).evaluate]
     if task_queue is None:
-        task_queue = gpu_task_queue(settings, device or default_device())
+        task_queue = gpu_task_queue(settings, device)
     return Worker(
         client,
         task_queue=task_queue,
         activities=list(activities),
-        max_concurrent_activities=1,
+        max_concurrent_activities=settings.evaluations_per_gpu if device == "cuda" else 1,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         **worker_options,
     )

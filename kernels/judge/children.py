@@ -152,6 +152,37 @@ class Session:
         self.cancel, self.heartbeat = cancel, heartbeat
         self.phase = "starting"
         self.beat_at = 0.0
+        # Wall seconds per kind of phase ("verify", "timing", ...), for the report's ``phases``.
+        self.phases: dict[str, float] = {}
+        self._kind, self._kind_started = "", time.monotonic()
+
+    def enter(self, kind: str, label: str) -> None:
+        """Start phase ``kind`` (a key of the report's ``phases``), described to people as ``label``
+        in heartbeats and timeout messages; the previous phase's time is added to its kind."""
+        self.close_phase()
+        self._kind, self._kind_started = kind, time.monotonic()
+        self.phase = label
+        if self.heartbeat is not None:
+            self.heartbeat(label)
+            self.beat_at = self._kind_started + 2.0
+
+    def close_phase(self) -> None:
+        now = time.monotonic()
+        if self._kind:
+            self.phases[self._kind] = round(self.phases.get(self._kind, 0.0) + now - self._kind_started, 3)
+        self._kind, self._kind_started = "", now
+
+    def add_phase(self, kind: str, seconds: float) -> None:
+        """Time spent inside another phase that has a name of its own (waiting for the GPU lease)."""
+        if seconds > 0:
+            self.phases[kind] = round(self.phases.get(kind, 0.0) + seconds, 3)
+
+    def beat(self) -> None:
+        """Heartbeat now if one is due (while waiting for something other than a child)."""
+        now = time.monotonic()
+        if self.heartbeat is not None and now >= self.beat_at:
+            self.heartbeat(self.phase)
+            self.beat_at = now + 2.0
 
     def wait(self, child: Child, limit_s: float | None, what: str) -> dict[str, Any]:
         """The next message of ``child``, within ``limit_s`` seconds and the overall deadline."""

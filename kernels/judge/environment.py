@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 # The referee's environment (trusted code): an allow-list, secrets never.
 ENV_PASS = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
             "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "OMP_NUM_THREADS",
             "MKL_NUM_THREADS", "FLA_FLASH_KDA", "TORCH_CUDA_ARCH_LIST", "PTXAS_OPTIONS")
-ENV_PASS_PREFIXES = ("TRITON_",)
+ENV_PASS_PREFIXES = ("TRITON_", "TORCHINDUCTOR_")
 ENV_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 GPU_ENV_PASS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "NVIDIA_VISIBLE_DEVICES",
                 "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH")
@@ -41,6 +42,10 @@ def child_env(workdir: str, device: str) -> dict[str, str]:
     # The baseline (FLA) autotunes on the first call of each shape in each process: keep the
     # winners on disk next to the compiled kernels, so the next judgement's referee reuses them.
     env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
+    # The same for baselines under torch.compile (mla-decode): the referee's TMPDIR is deleted
+    # after each judgement, and inductor's cache lives under TMPDIR unless told otherwise.
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+                   or str(Path.home() / ".cache" / "marathon" / "torchinductor"))
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -67,6 +72,18 @@ def sandbox_env(box: str, device: str) -> dict[str, str]:
             # images (seen on the H200's Ubuntu 24.04 image): tell it where the caller found it.
             env["TRITON_LIBCUDA_PATH"] = libcuda_dir()
     return env
+
+
+def default_lease_path() -> str:
+    """The GPU lease file (``gpu_lease.py``) for this process's first visible GPU: one per
+    physical GPU index on this machine, in the temp folder, so every worker and ``marathon
+    judge`` on the node that uses that GPU shares it. ``MARATHON_GPU_LEASE`` overrides it."""
+    override = os.environ.get("MARATHON_GPU_LEASE")
+    if override:
+        return override
+    visible = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in visible)
+    return os.path.join(tempfile.gettempdir(), f"marathon-gpu-{name}.lease")
 
 
 @functools.lru_cache(maxsize=1)

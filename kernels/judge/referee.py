@@ -24,7 +24,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import plan as planning, protocol
+from kernels.judge import gpu_lease, plan as planning, protocol
+from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.report import JUDGE_VERSION
 
 DIGEST_SIGMAS = 6.0  # an honest output's digest moves by at most this many error norms
@@ -330,7 +331,11 @@ def main() -> None:
     fd, nonce = config["report_fd"], config["nonce"]
     try:
         referee = Referee(config)
-        seconds = referee.precompute()
+        # The references run on the GPU while other judgements may be timing on it: hold the
+        # lease shared, as the caller does for every other untimed GPU command.
+        lease = GpuLease(config["lease_path"]) if config.get("lease_path") and referee.device == "cuda" else None
+        with gpu_lease.maybe(lease, exclusive=False):
+            seconds = referee.precompute()
         protocol.send(fd, nonce, {"kind": "ready", "fingerprint": fingerprint(referee.torch, referee.device),
                                   "reference_s": seconds})
         for line in sys.stdin:

@@ -17,6 +17,7 @@ process groups are always killed before ``judge`` returns.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,9 +31,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.judge import isolation as isolating, plan as planning, policy, scoring
+from kernels.judge import gpu_lease, isolation as isolating, plan as planning, policy, scoring
 from kernels.judge.children import Child, Session, Stop
-from kernels.judge.environment import child_env, has_gpu, libcuda_dir, sandbox_env
+from kernels.judge.environment import child_env, default_lease_path, has_gpu, libcuda_dir, sandbox_env
+from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.report import JudgeReport
 
 __all__ = ["judge", "has_gpu", "child_env", "sandbox_env", "sandbox_readable", "SANDBOX_MODULE"]
@@ -97,6 +99,7 @@ def judge(
     static_policy: bool = True,
     heartbeat: Callable[[str], None] | None = None,
     insecure_no_isolation: bool = False,
+    lease_path: str | None = None,
 ) -> JudgeReport:
     """Judge candidate ``source`` for ``problem``; see ``kernels/judge/__init__.py``.
 
@@ -105,6 +108,8 @@ def judge(
     about every two seconds while the children run (a Temporal activity heartbeats with it).
     Raises ``IsolationUnavailable`` when the candidate cannot be OS-isolated on this machine,
     unless ``insecure_no_isolation`` (then every report says ``isolation: none``).
+    ``lease_path`` names the GPU lease file (``gpu_lease.py``) that judgements sharing this GPU
+    use; default one per visible GPU in the temp folder. CPU judgements take one only when given.
     """
     from kernels.registry import get_problem
 
@@ -126,6 +131,8 @@ def judge(
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     isolation = isolating.resolve(insecure_no_isolation)
     device = device or ("cuda" if has_gpu() else "cpu")
+    if device == "cuda":
+        lease_path = lease_path or default_lease_path()
     digest = hashlib.sha256(source.encode()).hexdigest()
     base = {"problem": spec.name, "device": device, "candidate_sha256": digest,
             "timing_kind": "gpu" if device == "cuda" else "interpreter", "isolation": isolation.description}
@@ -178,26 +185,39 @@ def judge(
     data: dict[str, Any] = {"timings": []}
     try:
         children["referee"] = Child("referee", python + [BOOT.format(root=PROJECT_ROOT, module=REFEREE_MODULE)],
-                                     dict(common, plan=the_plan.to_dict()), child_env(workdir, device), workdir)
+                                     dict(common, plan=the_plan.to_dict(), lease_path=lease_path),
+                                     child_env(workdir, device), workdir)
         children["sandbox"] = Child("sandbox", sandbox_argv, sandbox_config,
                                      env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box)
         session = Session(children["sandbox"], children["referee"], started + timeout_s, timeout_s, cancel, heartbeat)
+        lease = None
+        if lease_path:
+            lease = GpuLease(lease_path, on_wait=session.beat, should_stop=cancel.is_set if cancel else None)
         try:
-            _drive(session, the_plan, spec, device, data)
+            _drive(session, the_plan, spec, device, data, lease)
             status, message = "ok", ""
         except Stop as stop:
             status, message = stop.status, stop.message
+        session.close_phase()
         ncu_result = None
         if ncu and status == "ok" and device == "cuda" and shutil.which("ncu"):
+            session.enter("profile", "profiling with Nsight Compute")
             budget = min(NCU_TIMEOUT_S, max(1.0, started + timeout_s - time.monotonic()))
-            ncu_result = _profile_with_ncu(sandbox_config, the_plan, isolation, problem, box, budget)
+            try:
+                with gpu_lease.maybe(lease, exclusive=True):  # profiles must not see other work
+                    ncu_result = _profile_with_ncu(sandbox_config, the_plan, isolation, problem, box, budget)
+            except gpu_lease.LeaseCancelled:
+                ncu_result = None
+            session.close_phase()
+        data["phases"] = session.phases
     finally:
         for child in children.values():
             child.kill()
         tail = children["sandbox"].capture.text() if "sandbox" in children else ""
         shutil.rmtree(workdir, ignore_errors=True)
     fields: dict[str, Any] = {"seeds": [c.seed % (2**31) for c in the_plan.checks if c.key.endswith("/seed0")],
-                              "output_tail": tail, "fingerprint": data.get("fingerprint", {})}
+                              "output_tail": tail, "fingerprint": data.get("fingerprint", {}),
+                              "phases": data.get("phases", {})}
     if not ncu:
         fields["ncu_reason"] = "ncu profiling not requested"
     elif shutil.which("ncu") is None:
@@ -214,15 +234,34 @@ def judge(
     return scoring.scored(spec, the_plan, data, device, finish, fields)
 
 
-def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: dict[str, Any]) -> None:
-    """The judgement, command by command. Raises ``_Stop`` with the first failure."""
+def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: dict[str, Any],
+           lease: GpuLease | None = None) -> None:
+    """The judgement, command by command. Raises ``Stop`` with the first failure.
+
+    With a ``lease`` (GPU judgements), every command that runs on the GPU holds it: shared for
+    checks and warm-ups, exclusive for each shape's timed batches, so several judgements can
+    share a GPU and only timing has it alone. Time spent waiting for the lease is reported as
+    the phase "lease_wait" and does not count against the judgement's deadline."""
     sandbox, referee = session.sandbox, session.referee
-    session.phase = "starting the candidate's process"
+
+    @contextlib.contextmanager
+    def holding(exclusive: bool):
+        waited_before = lease.waited_s if lease is not None else 0.0
+        try:
+            with gpu_lease.maybe(lease, exclusive):
+                waited = (lease.waited_s - waited_before) if lease is not None else 0.0
+                session.deadline += waited
+                session.add_phase("lease_wait", waited)
+                yield
+        except gpu_lease.LeaseCancelled as error:
+            raise Stop("timeout", f"cancelled by the caller while waiting for the GPU ({session.phase})") from error
+
+    session.enter("startup", "starting the candidate's process")
     if session.wait(sandbox, STARTUP_S, "starting").get("kind") != "started":
         raise Stop("crashed", "the candidate's process spoke before it started: protocol broken")
-    session.phase = "loading the candidate"
+    session.enter("load", "loading the candidate")
     session.ask(sandbox, {"op": "load"}, FIRST_CALL_S[device], "loading (importing) the candidate", "loaded")
-    session.phase = "computing references"
+    session.enter("references", "computing references")
     ready = session.wait(referee, None, "")
     if ready.get("kind") != "ready":
         raise Stop("crashed", f"the referee said {ready.get('kind')!r} before it was ready")
@@ -231,8 +270,9 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
     errors = data.setdefault("errors", {})
 
     def check(call: planning.Call, limit_s: float) -> None:
-        reply = session.ask(sandbox, {"op": "check", "call": call.to_dict()}, limit_s, f"the call {call.when}",
-                            "output")
+        with holding(exclusive=False):
+            reply = session.ask(sandbox, {"op": "check", "call": call.to_dict()}, limit_s, f"the call {call.when}",
+                                "output")
         if reply.get("key") != call.key:
             raise Stop("crashed",
                        f"the candidate's process answered for {reply.get('key')!r} when asked for {call.key!r}")
@@ -251,64 +291,81 @@ def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: d
         derived = CALL_FACTOR * float(reference_s.get(group, 0.0))
         return min(MAX_CALL_S, max(MIN_CALL_S[device], derived))
 
-    session.phase = "checking correctness"
-    for call in the_plan.checks:
+    checks = the_plan.checks
+    for number, call in enumerate(checks, 1):
+        session.enter("verify", f"checking correctness, call {number}/{len(checks)} "
+                      f"({spec.describe_shape(tuple(call.shape))})")
         check(call, call_limit(call.shape, call.key.partition("/")[0]))
 
+    shapes = len(the_plan.bench)
     for bench in the_plan.bench:
         label = spec.describe_shape(tuple(bench.shape))
-        session.phase = f"timing {label}"
+        where = f"shape {bench.index + 1}/{shapes} ({label})"
+        session.enter("warm", f"warming up, {where}")
         bench_ref = {"index": bench.index, "shape": bench.shape, "seeds": bench.seeds, "regime": bench.regime}
-        warm_started = time.monotonic()
-        session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
-                    FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
-        per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
-        seen_shapes.add(tuple(bench.shape))
-        warm = {"op": "warm", "bench": bench.index, "calls": the_plan.warmup}
-        warmed = session.ask(referee, warm, None, "", "warmed")
+        with holding(exclusive=False):
+            warm_started = time.monotonic()
+            session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
+                        FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
+            per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
+            seen_shapes.add(tuple(bench.shape))
+            warm = {"op": "warm", "bench": bench.index, "calls": the_plan.warmup}
+            warmed = session.ask(referee, warm, None, "", "warmed")
         data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
-        entry: dict[str, Any] = {"shape": bench.shape, "candidate": [], "baseline": [], "outside": []}
-        for batch in bench.batches:
-            batch_dict = batch.to_dict()
-            limit = min(MAX_CALL_S * batch.calls, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s) * batch.calls)
-            if batch.guarded:
-                order: tuple[str, ...] = ("candidate",)
-            else:
-                order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
-            for who in order:
-                clock = time.monotonic()
-                if who == "candidate":
-                    command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
-                    reply = session.ask(sandbox, command, limit, f"a timed batch at {label}", "timed")
-                    outside_ms = (time.monotonic() - clock) * 1e3
-                    scoring.check_batch(reply, batch, outside_ms, label)
-                    verdict = session.ask(referee, {"op": "digests", "bench": bench.index, "batch": batch_dict,
-                                                    "digests": reply["digests"]}, None, "", "digests")
-                    if not verdict.get("ok"):
-                        raise Stop(str(verdict.get("status", "incorrect")), str(verdict.get("message", "")))
-                    if batch.guarded:
-                        continue
-                else:
-                    reply = session.ask(referee, {"op": "time", "bench": bench.index, "batch": batch_dict}, None, "",
-                                        "timed")
-                    outside_ms = (time.monotonic() - clock) * 1e3
-                entry[who].append({"event_ms": reply["event_ms"], "wall_ms": reply["wall_ms"],
-                                   "outside_ms": outside_ms, "calls": batch.calls})
-        if bench.graph and device == "cuda":
-            entry["graph"] = {
-                "candidate": session.ask(sandbox, {"op": "graph", "bench": bench_ref}, MAX_CALL_S, "graph replay",
-                                         "graph")["graph"],
-                "baseline": session.ask(referee, {"op": "graph", "bench": bench.index}, None, "", "graph")["graph"],
-            }
-        data["timings"].append(entry)
-        session.phase = f"re-checking {label} after timing"
+        if lease is not None:
+            session.enter("lease_wait", f"waiting for the GPU to time {where}")
+        with holding(exclusive=True):
+            session.enter("timing", f"timing against the baseline, {where}")
+            data["timings"].append(_time_shape(session, the_plan, bench, bench_ref, label, device, per_call_s))
+        session.enter("recheck", f"re-checking after timing, {where}")
         check(bench.recheck, min(MAX_CALL_S, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s)))
-    session.phase = "closing"
+    session.enter("closing", "closing")
     finished = session.ask(sandbox, {"op": "finish"}, MIN_CALL_S[device], "finishing", "finished")
     data["resources"] = finished.get("resources", {}) if isinstance(finished.get("resources"), dict) else {}
     closed = session.ask(referee, {"op": "close"}, None, "", "closed")
+    session.close_phase()
     if not closed.get("ok"):
         raise Stop(str(closed.get("status", "incorrect")), str(closed.get("message", "")))
+
+
+def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dict[str, Any], label: str,
+                device: str, per_call_s: float) -> dict[str, Any]:
+    """One bench shape's timed batches, candidate and baseline interleaved, and its graph replay."""
+    sandbox, referee = session.sandbox, session.referee
+    entry: dict[str, Any] = {"shape": bench.shape, "candidate": [], "baseline": [], "outside": []}
+    for batch in bench.batches:
+        batch_dict = batch.to_dict()
+        limit = min(MAX_CALL_S * batch.calls, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s) * batch.calls)
+        if batch.guarded:
+            order: tuple[str, ...] = ("candidate",)
+        else:
+            order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
+        for who in order:
+            clock = time.monotonic()
+            if who == "candidate":
+                command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
+                reply = session.ask(sandbox, command, limit, f"a timed batch at {label}", "timed")
+                outside_ms = (time.monotonic() - clock) * 1e3
+                scoring.check_batch(reply, batch, outside_ms, label)
+                verdict = session.ask(referee, {"op": "digests", "bench": bench.index, "batch": batch_dict,
+                                                "digests": reply["digests"]}, None, "", "digests")
+                if not verdict.get("ok"):
+                    raise Stop(str(verdict.get("status", "incorrect")), str(verdict.get("message", "")))
+                if batch.guarded:
+                    continue
+            else:
+                reply = session.ask(referee, {"op": "time", "bench": bench.index, "batch": batch_dict}, None, "",
+                                    "timed")
+                outside_ms = (time.monotonic() - clock) * 1e3
+            entry[who].append({"event_ms": reply["event_ms"], "wall_ms": reply["wall_ms"],
+                               "outside_ms": outside_ms, "calls": batch.calls})
+    if bench.graph and device == "cuda":
+        entry["graph"] = {
+            "candidate": session.ask(sandbox, {"op": "graph", "bench": bench_ref}, MAX_CALL_S, "graph replay",
+                                     "graph")["graph"],
+            "baseline": session.ask(referee, {"op": "graph", "bench": bench.index}, None, "", "graph")["graph"],
+        }
+    return entry
 
 
 NCU_TIMEOUT_S = 180.0

@@ -1,9 +1,11 @@
 """Two independent float64 formulations of the KDA forward.
 
-``kda_reference`` is the token-by-token recurrence: obviously right, slow, the judge's
-reference. ``kda_chunked_reference`` is the chunkwise closed form (WY/UT representation with
-a triangular solve), written from the math in the Kimi Linear report; tests check that the
-two agree, which checks the math our Triton kernel implements.
+``kda_loop_reference`` is the token-by-token recurrence: obviously right, slow.
+``kda_chunked_reference`` is the chunkwise closed form (WY/UT representation with a
+triangular solve), written from the math in the Kimi Linear report, vectorised over chunks:
+fast on a GPU. ``kda_reference`` (the judge's reference) takes the loop on the CPU and the
+chunked form on a GPU; tests check that the two agree on every input regime, strong and
+unbounded decays included, which also checks the math our Triton kernel implements.
 """
 
 from __future__ import annotations
@@ -22,6 +24,31 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, b
 
 
 def kda_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float | None = None,
+    method: str = "auto",
+) -> torch.Tensor:
+    """The KDA forward in float64. q, k, v, g: [B, T, H, D]; beta: [B, T, H] -> o [B, T, H, D] float32.
+
+    ``method``: "loop" is the token-by-token recurrence (``kda_loop_reference``), "chunked" the
+    chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU (small
+    shapes, the most obviously right form) and the chunked form on a GPU, where the loop is
+    launch-bound (7.3 s at (1, 32768, 32, 128) on an H200). Tests check that both agree.
+    """
+    if method == "auto":
+        method = "chunked" if q.is_cuda else "loop"
+    if method == "loop":
+        return kda_loop_reference(q, k, v, g, beta, scale)
+    if method == "chunked":
+        return kda_chunked_reference(q, k, v, g, beta, scale)
+    raise ValueError(f"method must be 'auto', 'loop' or 'chunked', got {method!r}")
+
+
+def kda_loop_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float | None = None
 ) -> torch.Tensor:
     """The recurrence in float64. q, k, v, g: [B, T, H, D]; beta: [B, T, H] -> o [B, T, H, D] float32.
@@ -42,6 +69,10 @@ def kda_reference(
     return out.float()
 
 
+# Bytes of the [chunks, C, C, D] decay tensor the chunked form builds at once (float64).
+SLAB_BYTES = 1 << 29
+
+
 def kda_chunked_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -49,46 +80,68 @@ def kda_chunked_reference(
     g: torch.Tensor,
     beta: torch.Tensor,
     scale: float | None = None,
-    chunk: int = 16,
+    chunk: int = 32,
+    slab_bytes: int = SLAB_BYTES,
 ) -> torch.Tensor:
-    """The chunkwise closed form in float64, same signature as ``kda_reference`` plus ``chunk``.
+    """The chunkwise closed form in float64, same signature as ``kda_loop_reference`` plus
+    ``chunk`` (tokens per chunk) and ``slab_bytes`` (memory for the decay tensor at once).
 
     Per chunk with in-chunk cumulative gates G (G_r = sum of g over chunk tokens <= r):
       A_kk[r, i] = beta_r sum_d k_r k_i exp(G_r - G_i), i < r;  M = (I + A_kk)^-1
       W = M (beta exp(G) k),  U = M (beta v),  V' = U - W S
       O = scale (exp(G) q) S + A_qk V',  A_qk[r, i] = scale sum_d q_r k_i exp(G_r - G_i), i <= r
       S <- diag(exp(G_last)) S + (exp(G_last - G) k)^T V'
-    Exponents of i <= r are <= 0, so float64 needs no anchor here.
+    Every exponent is <= 0 for log-decays g <= 0 (i <= r; G <= 0; G_last <= G), so nothing
+    overflows however strong the decay, and no anchor is needed: what underflows is below
+    float64's resolution of the result. Everything but the state is computed for all chunks at
+    once (in slabs of chunks); only the state scan is sequential, T / chunk small steps.
     """
     _check(q, k, v, g, beta)
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     batch, seq, heads, dim = q.shape
     scale = dim**-0.5 if scale is None else float(scale)
-    # [B, H, T, D] so that the matrix algebra reads naturally.
-    q, k, v, g = (x.double().transpose(1, 2) for x in (q, k, v, g))
-    beta = beta.double().transpose(1, 2)
-    state = q.new_zeros(batch, heads, dim, dim)
-    out = q.new_empty(batch, heads, seq, dim)
-    for start in range(0, seq, chunk):
-        stop = min(start + chunk, seq)
-        n = stop - start
-        qc, kc, vc, bc = q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], beta[:, :, start:stop]
-        gcum = g[:, :, start:stop].cumsum(dim=2)
-        # decay[r, i, d] = exp(G_r - G_i), kept only for i <= r
-        diff = gcum[:, :, :, None, :] - gcum[:, :, None, :, :]
-        lower = torch.ones(n, n, dtype=torch.bool).tril()
+    n_chunks = -(-seq // chunk)
+    padded = n_chunks * chunk
+
+    def blocks(x: torch.Tensor) -> torch.Tensor:
+        # [B, T, H, ...] -> [B, H, NT, C, ...], zero-padded: a padded token has beta = 0 and
+        # k = 0, so it changes no state, and g = 0 decays nothing.
+        x = x.double().transpose(1, 2)
+        x = torch.nn.functional.pad(x, (0, 0, 0, padded - seq)) if x.dim() == 4 else \
+            torch.nn.functional.pad(x, (0, padded - seq))
+        return x.reshape(batch, heads, n_chunks, chunk, *x.shape[3:])
+
+    qc, kc, vc, gc, bc = blocks(q), blocks(k), blocks(v), blocks(g), blocks(beta)
+    gcum = gc.cumsum(dim=3)  # [B, H, NT, C, D]
+    lower = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    unit = torch.eye(chunk, dtype=torch.float64, device=q.device)
+    w = torch.empty_like(kc)
+    u = torch.empty_like(vc)
+    a_qk = torch.empty(batch, heads, n_chunks, chunk, chunk, dtype=torch.float64, device=q.device)
+    per_chunk = batch * heads * chunk * chunk * dim * 8
+    step = max(1, slab_bytes // max(1, per_chunk))
+    for first in range(0, n_chunks, step):
+        part = slice(first, min(first + step, n_chunks))
+        G, kp, qp, bp = gcum[:, :, part], kc[:, :, part], qc[:, :, part], bc[:, :, part]
+        diff = G[..., :, None, :] - G[..., None, :, :]  # [.., r, i, D]
         decay = torch.where(lower[..., None], diff, torch.full_like(diff, -torch.inf)).exp()
-        a_kk = torch.einsum("bhrd,bhid,bhrid->bhri", kc, kc, decay) * bc[..., None]
-        a_kk = a_kk.tril(-1)
-        a_qk = scale * torch.einsum("bhrd,bhid,bhrid->bhri", qc, kc, decay)
-        unit = torch.eye(n, dtype=q.dtype)
+        del diff
+        k_decayed = kp[..., None, :, :] * decay  # [.., r, i, D]: k_i exp(G_r - G_i)
+        del decay
+        a_kk = (torch.einsum("...rd,...rid->...ri", kp, k_decayed) * bp[..., None]).tril(-1)
+        a_qk[:, :, part] = scale * torch.einsum("...rd,...rid->...ri", qp, k_decayed)
+        del k_decayed
         m = torch.linalg.solve_triangular(unit + a_kk, unit.expand_as(a_kk), upper=False, unitriangular=True)
-        w = m @ (bc[..., None] * gcum.exp() * kc)
-        u = m @ (bc[..., None] * vc)
-        v_new = u - w @ state
-        out[:, :, start:stop] = scale * (gcum.exp() * qc) @ state + a_qk @ v_new
-        g_last = gcum[:, :, -1]
-        k_decayed = (g_last[:, :, None, :] - gcum).exp() * kc
-        state = g_last.exp()[..., None] * state + k_decayed.transpose(-1, -2) @ v_new
-    return out.transpose(1, 2).float()
+        w[:, :, part] = m @ (bp[..., None] * G.exp() * kp)
+        u[:, :, part] = m @ (bp[..., None] * vc[:, :, part])
+    g_last = gcum[:, :, :, -1]  # [B, H, NT, D]
+    q_decayed = scale * gcum.exp() * qc
+    k_to_end = (g_last[..., None, :] - gcum).exp() * kc
+    state = q.new_zeros(batch, heads, dim, dim, dtype=torch.float64)
+    out = torch.empty_like(vc)
+    for n in range(n_chunks):
+        v_new = u[:, :, n] - w[:, :, n] @ state
+        out[:, :, n] = q_decayed[:, :, n] @ state + a_qk[:, :, n] @ v_new
+        state = g_last[:, :, n, :, None].exp() * state + k_to_end[:, :, n].transpose(-1, -2) @ v_new
+    return out.reshape(batch, heads, padded, dim)[:, :, :seq].transpose(1, 2).float()

@@ -1,4 +1,5 @@
-"""``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU."""
+"""``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU.
+``marathon bench judge``: time whole judgements of the seeds, phase by phase (marathon/judge_bench.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "bench",
-        help="check and time our kernel against the baselines, side by side on the GPU",
+        help="time our kernel against the baselines on the GPU; `bench judge`: time judgements",
         description="Per shape: baseline and our milliseconds, speedup, TFLOP/s, GB/s, % of roofline, device. "
         "Refuses (exit 2) without a CUDA GPU.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=handle)
 
+    judge = parser.add_argument_group(
+        "marathon bench judge",
+        "With PROBLEM = judge: judge each problem's seed kernel --runs times one after another, then --concurrent "
+        "at once (sharing the GPU through the lease, as a GPU worker does), and print the wall time of each phase. "
+        "Runs on the CPU too (interpreter), where the numbers say nothing about a GPU.")
+    judge.add_argument("--problem", action="append", dest="problems", default=None,
+                       help="a problem to judge (repeatable; default: kda and mla-decode)")
+    judge.add_argument("--runs", type=int, default=2, help="judgements one after another (default 2)")
+    judge.add_argument("--concurrent", type=int, default=0, help="then this many at once (default 0: none)")
+    judge.add_argument("--fresh-cache", action="store_true",
+                       help="start each problem from empty Triton and inductor caches (a new worker)")
+    judge.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when present")
+    judge.add_argument("--insecure-no-isolation", action="store_true",
+                       help="judge without OS isolation where bubblewrap is missing")
+
+
+def handle_judge(args: argparse.Namespace) -> int:
+    import sys
+
+    from kernels.judge.isolation import IsolationUnavailable
+    from marathon.judge_bench import run
+
+    if args.runs < 1 or args.concurrent < 0:
+        print("marathon bench judge: --runs must be >= 1 and --concurrent >= 0", file=sys.stderr)
+        return 2
+    try:
+        return run(args.problems or ["kda", "mla-decode"], runs=args.runs, concurrent=args.concurrent,
+                   device=args.device, fresh_cache=args.fresh_cache, json_path=args.json_path,
+                   insecure=args.insecure_no_isolation)
+    except IsolationUnavailable as error:
+        print(f"marathon bench judge: refusing to run candidates: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"marathon bench judge: {error}", file=sys.stderr)
+        return 2
+
 
 def handle(args: argparse.Namespace) -> int:
     from kernels.bench import run
+
+    if args.problem == "judge":
+        return handle_judge(args)
 
     return run(args.problem, args.shapes, args.reps, args.json_path)

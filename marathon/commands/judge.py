@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--confirm", action="store_true", help="more repetitions, as for a new best")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the judgement is killed")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
+    parser.add_argument("--quiet", action="store_true", help="do not print the judgement's phases to stderr")
     parser.add_argument("--ncu", action="store_true",
                         help="GPU only: once accepted, profile one call at the first bench shape with Nsight Compute "
                         "(DRAM and SM throughput, occupancy, duration per kernel); needs ncu on PATH")
@@ -55,7 +56,8 @@ def handle(args: argparse.Namespace) -> int:
     try:
         report = judge(path.read_text(), args.problem, device=args.device, seeds=args.seeds,
                        timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu,
-                       insecure_no_isolation=args.insecure_no_isolation)
+                       insecure_no_isolation=args.insecure_no_isolation,
+                       heartbeat=None if args.quiet else phase_printer())
     except IsolationUnavailable as error:
         print(f"marathon judge: refusing to run the candidate: {error}", file=sys.stderr)
         return 2
@@ -72,6 +74,21 @@ def handle(args: argparse.Namespace) -> int:
         if args.ncu:
             print(ncu_lines(report))
     return 0 if report.accepted else 1
+
+
+def phase_printer():
+    """A heartbeat for the judge that prints each new phase once, with the seconds so far, to
+    stderr: a judgement of minutes is never silent."""
+    import time
+
+    started, last = time.monotonic(), [""]
+
+    def show(phase: str) -> None:
+        if phase != last[0]:
+            last[0] = phase
+            print(f"[{time.monotonic() - started:6.1f} s] {phase}", file=sys.stderr, flush=True)
+
+    return show
 
 
 def ncu_problem(device: str | None) -> str | None:

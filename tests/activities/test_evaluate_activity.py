@@ -72,13 +72,16 @@ async def test_cancellation_stops_a_hanging_candidate_and_heartbeats_meanwhile(s
     env.on_heartbeat = lambda *details: beats.append(details)
     evaluator = Evaluator(store_url, device="cpu")
     task = asyncio.create_task(env.run(evaluator.evaluate, request(sha, timeout_s=300.0)))
-    while len(beats) < 3:
+    # The heartbeats name the judge's phase: wait until they say the candidate is in its first call.
+    deadline = asyncio.get_running_loop().time() + 120
+    while not any(beat[0]["phase"].startswith("checking correctness, call 1/") for beat in beats):
+        assert asyncio.get_running_loop().time() < deadline, [beat[0]["phase"] for beat in beats]
         await asyncio.sleep(0.1)
     assert evaluator.busy.open_windows == 1
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert beats[0][0]["phase"] == "judging"
+    assert beats[0][0]["phase"] in ("starting the judge", "starting the candidate's process")
     # The GPU-busy window closed with the judge: a cancelled evaluation does not stay counted.
     for _ in range(50):
         if evaluator.busy.open_windows == 0:

@@ -6,7 +6,7 @@ import torch
 
 from kernels.kda import chunk
 from kernels.kda.definition import PROBLEM, make_inputs
-from kernels.kda.reference import kda_chunked_reference, kda_reference
+from kernels.kda.reference import kda_chunked_reference, kda_loop_reference, kda_reference
 
 CPU_SHAPES = PROBLEM.shape_set("cpu")
 FP32_TOL = PROBLEM.tolerance["float32"]
@@ -16,11 +16,32 @@ def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
-@pytest.mark.parametrize("chunk_len", [1, 5, 16, 64], ids=lambda c: f"chunk{c}")
-def test_chunked_reference_agrees_with_recurrence(chunk_len):
-    inputs = make_inputs((2, 37, 2, 16), seed=3, device="cpu", dtype="float32")
-    ref = kda_reference(**inputs)
-    assert rel_rms(kda_chunked_reference(**inputs, chunk=chunk_len), ref) < 1e-6
+@pytest.mark.parametrize("chunk_len", [1, 5, 16, 32, 64], ids=lambda c: f"chunk{c}")
+@pytest.mark.parametrize("regime", ["default", "long_memory", "strong_decay", "unbounded"])
+def test_chunked_reference_agrees_with_recurrence(chunk_len, regime):
+    """The judge's GPU reference (the chunked form, vectorised over chunks in slabs) against the
+    token loop: ragged T, every regime, and gates with no lower bound (down to -70 per step,
+    as FLA's tests and the Kimi model's gates make them), where a form that splits
+    exp(G_r - G_i) into exp(G_r) exp(-G_i) would overflow even in float64."""
+    inputs = make_inputs((2, 37, 2, 16), seed=3, device="cpu", dtype="float32",
+                         regime="default" if regime == "unbounded" else regime)
+    if regime == "unbounded":
+        gen = torch.Generator().manual_seed(5)
+        inputs["g"] = -70.0 * torch.rand(inputs["g"].shape, generator=gen) ** 3
+    ref = kda_loop_reference(**inputs)
+    # A slab of a few chunks at a time: the slabs' seams are exercised too.
+    out = kda_chunked_reference(**inputs, chunk=chunk_len, slab_bytes=3 * 2 * 2 * chunk_len * chunk_len * 16 * 8)
+    assert torch.isfinite(out).all()
+    assert rel_rms(out, ref) < 1e-6
+
+
+def test_reference_method_dispatch():
+    inputs = make_inputs((1, 20, 1, 16), seed=1, device="cpu", dtype="float32")
+    loop = kda_reference(**inputs)  # "auto" on the CPU: the loop
+    assert torch.equal(loop, kda_loop_reference(**inputs))
+    assert rel_rms(kda_reference(**inputs, method="chunked"), loop) < 1e-6
+    with pytest.raises(ValueError, match="method must be 'auto', 'loop' or 'chunked', got 'fast'"):
+        kda_reference(**inputs, method="fast")
 
 
 def test_reference_first_step_by_hand():

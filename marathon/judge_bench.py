@@ -1,0 +1,169 @@
+"""``marathon bench judge``: what one judgement costs, phase by phase, cold and warm, alone and
+several at once on one GPU.
+
+For each problem the seed kernel (a valid candidate) is judged ``runs`` times one after
+another, then ``concurrent`` times at once (threads in this process, as a GPU worker runs
+them, sharing the GPU through the lease). With ``fresh_cache`` the first run starts from an
+empty Triton and inductor cache (a new worker on a new node: every baseline compiles and
+autotunes) and the later runs reuse what it left (a restarted worker); without it, every run
+uses the worker's own caches. Numbers are the caller's wall clock; nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Optional, TextIO
+
+PHASES = ("startup", "load", "references", "verify", "warm", "lease_wait", "timing", "recheck", "closing")
+CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+@dataclass
+class Judgement:
+    problem: str
+    label: str            # "1 (empty cache)", "2", "concurrent 3/4"
+    status: str
+    speedup: Optional[float]
+    seconds: float
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Concurrency:
+    problem: str
+    judgements: int
+    wall_s: float          # first start to last end
+    sequential_s: float    # judgements x the median of the sequential warm runs
+    statuses: list[str] = field(default_factory=list)
+    gpu_busy: Optional[float] = None  # fraction of the wall time, where NVML is available
+
+
+def _judge_once(problem: str, source: str, device: Optional[str], label: str, lease_path: Optional[str],
+                insecure: bool) -> Judgement:
+    from kernels.judge import judge
+
+    started = time.monotonic()
+    report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure)
+    return Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
+                     dict(report.phases))
+
+
+def _busy_sampler(device: Optional[str]):
+    """The evaluation worker's NVML sampler where it exists and a GPU is here, else None."""
+    if device == "cpu":
+        return None
+    try:
+        from activities import gpu_busy  # noqa: F401  (written for the evaluation worker)
+    except ImportError:
+        return None
+    try:
+        return gpu_busy.sampler_for(gpu_busy.device_index())
+    except Exception:
+        return None
+
+
+def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str], fresh_cache: bool,
+                  lease_path: Optional[str], insecure: bool, progress: TextIO) -> tuple[list[Judgement],
+                                                                                       Optional[Concurrency]]:
+    from kernels.registry import get_problem
+
+    source = get_problem(problem).seed_source()
+    judgements: list[Judgement] = []
+    for number in range(1, runs + 1):
+        label = f"{number}" + (" (empty cache)" if fresh_cache and number == 1 else "")
+        print(f"judging {problem}, run {label} ...", file=progress, flush=True)
+        judgements.append(_judge_once(problem, source, device, label, lease_path, insecure))
+    if concurrent < 2:
+        return judgements, None
+    results: list[Optional[Judgement]] = [None] * concurrent
+
+    def one(index: int) -> None:
+        results[index] = _judge_once(problem, source, device, f"concurrent {index + 1}/{concurrent}", lease_path,
+                                     insecure)
+
+    print(f"judging {problem}, {concurrent} at once ...", file=progress, flush=True)
+    sampler = _busy_sampler(device)
+    window = sampler.begin() if sampler is not None else None
+    started = time.monotonic()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(concurrent)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - started
+    busy = None
+    if window is not None:
+        figures = sampler.end(window)
+        if figures and figures.get("gpu_busy_s") is not None and wall > 0:
+            busy = round(figures["gpu_busy_s"] / wall, 3)
+    done = [j for j in results if j is not None]
+    judgements.extend(done)
+    warm = [j.seconds for j in judgements[1 if fresh_cache and runs > 1 else 0:runs]] or [wall]
+    return judgements, Concurrency(problem, concurrent, round(wall, 2), round(concurrent * statistics.median(warm), 2),
+                                   [j.status for j in done], busy)
+
+
+def render(judgements: list[Judgement], concurrency: list[Concurrency], device: str) -> str:
+    header = ["problem", "run", "status", "speedup", "total s", *PHASES]
+    rows = [header, ["---"] * len(header)]
+    for j in judgements:
+        rows.append([j.problem, j.label, j.status, f"{j.speedup:.3f}x" if j.speedup else "-", f"{j.seconds:.1f}",
+                     *(f"{j.phases[p]:.1f}" if p in j.phases else "-" for p in PHASES)])
+    lines = [f"judgement wall time by phase (seconds), device: {device}", ""]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if concurrency:
+        lines += ["", "| problem | at once | wall s | one after another s | ratio | GPU busy | statuses |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in concurrency:
+            ratio = c.wall_s / c.sequential_s if c.sequential_s else float("nan")
+            busy = f"{100 * c.gpu_busy:.0f} %" if c.gpu_busy is not None else "-"
+            lines.append(f"| {c.problem} | {c.judgements} | {c.wall_s:.1f} | {c.sequential_s:.1f} | {ratio:.2f} | "
+                         f"{busy} | {', '.join(c.statuses)} |")
+    return "\n".join(lines)
+
+
+def run(problems: list[str], runs: int = 2, concurrent: int = 0, device: Optional[str] = None,
+        fresh_cache: bool = False, json_path: Optional[str] = None, lease_path: Optional[str] = None,
+        insecure: bool = False, out: TextIO = sys.stdout, progress: TextIO = sys.stderr) -> int:
+    """Exit status 0 when every judgement of the seed was ``ok``, else 1."""
+    from kernels.judge.environment import has_gpu
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    if concurrent < 0:
+        raise ValueError(f"concurrent must be >= 0, got {concurrent}")
+    device_name = device or ("cuda" if has_gpu() else "cpu")
+    saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    judgements: list[Judgement] = []
+    concurrency: list[Concurrency] = []
+    try:
+        for problem in problems:
+            if fresh_cache:
+                # An empty cache per problem: its first run pays every compile and autotune.
+                root = tempfile.mkdtemp(prefix=f"marathon-bench-judge-{problem}-")
+                os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+            found, together = bench_problem(problem, runs, concurrent, device, fresh_cache, lease_path, insecure,
+                                            progress)
+            judgements += found
+            if together is not None:
+                concurrency.append(together)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    print(render(judgements, concurrency, device_name), file=out)
+    if json_path:
+        with open(json_path, "w") as handle:
+            json.dump({"device": device_name, "judgements": [asdict(j) for j in judgements],
+                       "concurrency": [asdict(c) for c in concurrency]}, handle, indent=2)
+    return 0 if all(j.status == "ok" for j in judgements) else 1
