@@ -19,6 +19,7 @@ from typing import Any, Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import gpu_busy
 from workflows.types import JUDGE_STATUSES, EvaluateInput, EvaluateResult
 
 HEARTBEAT_EVERY_S = 5.0
@@ -55,10 +56,11 @@ def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
 
 
 class Evaluator:
-    """The evaluation activity, bound to a store and to this worker's device."""
+    """The evaluation activity, bound to a store and to this worker's device. ``gpu_index`` is the
+    NVML index of that device (``gpu_busy.gpu_index``), None when there is no GPU to measure."""
 
     def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
-                 lease_path: Optional[str] = None) -> None:
+                 lease_path: Optional[str] = None, gpu_index: Optional[int] = None) -> None:
         if not database_url:
             raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
@@ -67,6 +69,7 @@ class Evaluator:
         self.device = device
         self.insecure_no_isolation = insecure_no_isolation
         self.lease_path = lease_path
+        self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
 
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
@@ -81,8 +84,11 @@ class Evaluator:
         # its thread and read here: a slow judgement is never silent in the Web UI.
         phase = ["starting the judge"]
         loop = asyncio.get_running_loop()
+        window = self.busy.begin()
         future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation,
                                       self.lease_path, phase.__setitem__)
+        # The window closes when the judge returns, raises or gives up after a cancellation: never left open.
+        future.add_done_callback(lambda _: self.busy.end(window))
         try:
             while True:
                 try:
@@ -98,7 +104,7 @@ class Evaluator:
                 pass
             raise
         duration = time.monotonic() - started
-        return await asyncio.to_thread(self._result, report, duration)
+        return await asyncio.to_thread(self._result, report, duration, self.busy.end(window))
 
     def _load_source(self, sha: str) -> str:
         from store.artifacts import get_text
@@ -138,7 +144,7 @@ class Evaluator:
             raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
                                    non_retryable=True) from error
 
-    def _result(self, report: Any, duration: float) -> EvaluateResult:
+    def _result(self, report: Any, duration: float, busy: gpu_busy.BusyFigures) -> EvaluateResult:
         from store.artifacts import put_text
         from store.db import session_scope
 
@@ -155,4 +161,5 @@ class Evaluator:
             gpu_seconds=float(report.duration_s or duration),
             report_sha=report_sha,
             profile=profile_figures(data),
+            **gpu_busy.result_fields(busy, report.phases),
         )

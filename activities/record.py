@@ -14,11 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Optional
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.types import RUN_STATUSES, RecordInput, RecordResult, RunProgressInput, RunProgressResult
+from workflows.types import (
+    RUN_STATUSES,
+    EvaluateResult,
+    RecordInput,
+    RecordResult,
+    RunProgressInput,
+    RunProgressResult,
+)
+
+
+def measured_time(result: EvaluateResult) -> dict[str, Optional[float]]:
+    """The attempt row's wall, share, busy and timing seconds. A result without a wall time was
+    not measured (a proposal error, an evaluation that failed, a result from before these
+    fields): all null, so the run's fractions leave it out instead of counting zeros."""
+    if not result.wall_s > 0:
+        return {"wall_s": None, "wall_share_s": None, "gpu_busy_s": None, "timing_s": None}
+    return {
+        "wall_s": result.wall_s,
+        "wall_share_s": result.wall_share_s,
+        "gpu_busy_s": result.gpu_busy_s,
+        "timing_s": result.timing_s,
+    }
 
 
 class Recorder:
@@ -64,6 +86,7 @@ class Recorder:
                     is_best=input.is_best,
                     gpu_seconds=result.gpu_seconds,
                     llm_sha=candidate.llm_sha,
+                    **measured_time(result),
                 )
                 if created:  # a retry finds the progress its first try wrote in the same transaction
                     record_progress(

@@ -85,6 +85,8 @@ class PageData:
     # The run this one continues ("continue") or was forked from ("fork").
     from_run: Optional[str] = None
     from_kind: Optional[str] = None
+    # How busy the GPU was while the run's candidates were evaluated ("" when nothing was measured).
+    gpu: str = ""
 
 
 def diff_html(seed: str, best: str) -> str:
@@ -138,6 +140,7 @@ def _facts(data: PageData) -> str:
     if data.progress:
         progress = "<br>".join(esc(line) for line in data.progress)
         rows.append(("Progress", f'<span id="run-progress">{progress}</span>'))
+    rows.append(("GPU use", f'<span id="gpu-use">{esc(data.gpu or "—")}</span>'))
     if data.stop_reason:
         rows.append(("Stopped because", esc(data.stop_reason)))
     rows.append(("Temporal", f'<a id="temporal-link" href="{esc(data.temporal_url)}">{esc(data.temporal_url)}</a>'))
@@ -167,7 +170,7 @@ def _notebook(view: NotebookView) -> str:
             parts.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>")
     header = (
         "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th>"
-        "<th>time per shape (ours vs baseline)</th><th>note</th></tr>"
+        "<th>time per shape (ours vs baseline)</th><th>GPU busy / timing</th><th>note</th></tr>"
     )
     body = "".join(
         "<tr>"
@@ -175,6 +178,7 @@ def _notebook(view: NotebookView) -> str:
         f"<td>{esc(row['status'])}</td>"
         f"<td>{'' if row['speedup'] is None else esc(format(row['speedup'], '.3f'))}</td>"
         f'<td class="times">{_times_cell(row.get("times") or [])}</td>'
+        f'<td class="gpu">{esc(row.get("gpu") or "—")}</td>'
         f"<td>{esc(row['note'])}{_llm_link(row)}</td></tr>"
         for row in view.rows
     )

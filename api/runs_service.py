@@ -12,6 +12,7 @@ from api.schemas import AttemptPublic, RunPublic
 from api.temporal import LiveState, PendingEvaluation
 from marathon.settings import Settings
 from store import repository
+from store.busy import RunBusy, attempt_fractions, run_fractions
 from store.db import session_scope
 from store.models import Attempt, Run
 from workflows.types import FINISHED_RUN_STATUSES, Goal
@@ -100,7 +101,10 @@ def waiting_line(live: LiveState) -> str:
     )
 
 
-def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None) -> RunPublic:
+def to_public(
+    run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None
+) -> RunPublic:
+    """The run as the API shows it; ``busy`` (``load_busy``) adds its GPU figures."""
     goal = Goal(**run.goal)
     fields: dict[str, Any] = dict(
         id=run.id,
@@ -125,6 +129,12 @@ def to_public(run: Run, settings: Settings, temporal_url: str, live: Optional[Li
         from_run=run.from_run,
         from_kind=run.from_kind,
     )
+    if busy is not None and busy.attempts:
+        fields.update(
+            evaluation_gpu_s=round(busy.evaluation_s, 3),
+            gpu_busy_fraction=busy.busy_fraction,
+            timing_fraction=busy.timing_fraction,
+        )
     status = live.run_status if live else None
     if status is not None:
         fields.update(
@@ -167,6 +177,12 @@ def load_run(url: str, run_id: str) -> Run:
         return run
 
 
+def load_busy(url: str, run_id: str) -> RunBusy:
+    """The run's GPU figures from its attempts (``store/busy.py``)."""
+    with session_scope(url, read_only=True) as session:
+        return run_fractions(repository.busy_rows(session, run_id))
+
+
 def ended_verdict(run: Run, live: LiveState, now: Optional[datetime] = None) -> Optional[tuple[str, str]]:
     """(status, stop reason) for a row the store calls live whose workflow is gone or closed
     without recording its end; None while the workflow runs (its own records are the word), when
@@ -185,6 +201,9 @@ def ended_verdict(run: Run, live: LiveState, now: Optional[datetime] = None) -> 
 
 
 def attempt_public(attempt: Attempt) -> AttemptPublic:
+    busy_fraction, timing_fraction = attempt_fractions(
+        attempt.wall_s, attempt.wall_share_s, attempt.gpu_busy_s, attempt.timing_s
+    )
     return AttemptPublic(
         id=attempt.id,
         run_id=attempt.run_id,
@@ -203,5 +222,11 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
         gpu_seconds=attempt.gpu_seconds,
         llm_sha=attempt.llm_sha,
         llm_url=llm_url(attempt),
+        wall_s=attempt.wall_s,
+        wall_share_s=attempt.wall_share_s,
+        gpu_busy_s=attempt.gpu_busy_s,
+        timing_s=attempt.timing_s,
+        gpu_busy_fraction=busy_fraction,
+        timing_fraction=timing_fraction,
         created_at=_aware(attempt.created_at),
     )

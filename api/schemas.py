@@ -212,6 +212,17 @@ class RunPublic(BaseModel):
     from_kind: Optional[Literal["continue", "fork"]] = Field(
         None, description="'continue' (more budget for the parent) or 'fork' (a new run from its best kernel)"
     )
+    evaluation_gpu_s: Optional[float] = Field(
+        None,
+        description="GPU-seconds the run's measured evaluations took (a second shared by concurrent evaluations "
+        "counts once); GET /runs/{id} only",
+    )
+    gpu_busy_fraction: Optional[float] = Field(
+        None, description="Fraction of that time the GPU was busy (NVML); null where unmeasured (CPU workers)"
+    )
+    timing_fraction: Optional[float] = Field(
+        None, description="Fraction of that time the candidates held the GPU exclusively for timing"
+    )
     created_at: datetime
     updated_at: datetime
     run_page_url: str
@@ -243,6 +254,14 @@ class AttemptPublic(BaseModel):
         default=None, description="Artifact holding the LLM's prompt and reply for this attempt (LLM proposer only)"
     )
     llm_url: Optional[str] = Field(default=None, description="Where to read that prompt and reply")
+    wall_s: Optional[float] = Field(default=None, description="Wall seconds of the evaluation (with its confirmation)")
+    wall_share_s: Optional[float] = Field(
+        default=None, description="Its share of those seconds where the worker ran several evaluations at once"
+    )
+    gpu_busy_s: Optional[float] = Field(default=None, description="Busy GPU-seconds it accounts for (NVML)")
+    timing_s: Optional[float] = Field(default=None, description="Seconds the candidate held the GPU for timing")
+    gpu_busy_fraction: Optional[float] = Field(default=None, description="gpu_busy_s / wall_share_s")
+    timing_fraction: Optional[float] = Field(default=None, description="timing_s / wall_s")
     created_at: datetime
 
 

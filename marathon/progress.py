@@ -95,6 +95,25 @@ def candidates_line(run: dict[str, Any]) -> str:
     return f"{head}: " + ", ".join(parts)
 
 
+def percent(fraction: Any) -> str:
+    """``37%``, or ``—`` when unmeasured (CPU workers): how the page and the CLI write a fraction."""
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or fraction != fraction:
+        return "—"
+    return f"{fraction * 100:.0f}%"
+
+
+def gpu_line(run: dict[str, Any]) -> str:
+    """``GPU busy 62%, timing 18% of 12m05s of evaluation`` (``store/busy.py`` says how they are
+    counted); "" when no evaluation of the run was measured."""
+    seconds = run.get("evaluation_gpu_s")
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
+        return ""
+    return (
+        f"GPU busy {percent(run.get('gpu_busy_fraction'))}, timing {percent(run.get('timing_fraction'))}"
+        f" of {duration(seconds)} of evaluation"
+    )
+
+
 def progress_details(run: dict[str, Any], now: Optional[datetime] = None) -> list[str]:
     """The lines below a run's status: time, candidates, a wait for a worker, a pause's reason."""
     lines = [time_line(run, now), candidates_line(run)]

@@ -142,10 +142,13 @@ def build_gpu_worker(
     device = device or default_device()
     if activities is None:
         from activities.evaluate import Evaluator
+        from activities.gpu_busy import gpu_index
 
+        # NVML's index of the GPU this process evaluates on, for the busy figures (None in CPU mode).
+        index = gpu_index(os.environ) if device == "cuda" else None
         activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
                                 insecure_no_isolation=settings.insecure_no_isolation,
-                                lease_path=settings.gpu_lease).evaluate]
+                                lease_path=settings.gpu_lease, gpu_index=index).evaluate]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device)
     return Worker(

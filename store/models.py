@@ -71,6 +71,13 @@ class Attempt(Base):
     gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     # The LLM's prompt and reply for this candidate (an artifact, redacted and bounded), if any.
     llm_sha: Mapped[Optional[str]] = mapped_column(String(64), nullable=True)
+    # How the evaluation used the GPU, in seconds (``workflows.types.EvaluateResult``; the run's
+    # fractions in ``store/busy.py``): wall time, its share when evaluations ran at once, busy
+    # GPU-seconds (null where unmeasured), exclusive timing. All null on attempts before revision 0006.
+    wall_s: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    wall_share_s: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    gpu_busy_s: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+    timing_s: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -134,6 +134,10 @@ def record_attempt(
     is_best: bool,
     gpu_seconds: float,
     llm_sha: Optional[str] = None,
+    wall_s: Optional[float] = None,
+    wall_share_s: Optional[float] = None,
+    gpu_busy_s: Optional[float] = None,
+    timing_s: Optional[float] = None,
 ) -> tuple[Attempt, bool]:
     """Record one attempt once: returns (attempt, created).
 
@@ -167,6 +171,10 @@ def record_attempt(
         is_best=is_best,
         gpu_seconds=gpu_seconds,
         llm_sha=llm_sha,
+        wall_s=wall_s,
+        wall_share_s=wall_share_s,
+        gpu_busy_s=gpu_busy_s,
+        timing_s=timing_s,
     )
     try:
         with session.begin_nested():
@@ -359,3 +367,13 @@ def list_registered_problems(session: Session) -> list[RegisteredProblem]:
 
 def get_registered_problem(session: Session, name: str) -> Optional[RegisteredProblem]:
     return session.get(RegisteredProblem, name)
+
+
+def busy_rows(session: Session, run_id: str) -> list[tuple]:
+    """(wall_s, wall_share_s, gpu_busy_s, timing_s) of the run's measured attempts (``store/busy.py``)."""
+    rows = session.execute(
+        select(Attempt.wall_s, Attempt.wall_share_s, Attempt.gpu_busy_s, Attempt.timing_s).where(
+            Attempt.run_id == run_id, Attempt.wall_s.is_not(None)
+        )
+    ).all()
+    return [tuple(row) for row in rows]

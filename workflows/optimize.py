@@ -320,14 +320,14 @@ class OptimizeKernelWorkflow:
         except ActivityError as error:
             message = f"confirmation failed: {steps.failure_message(error)}"
             confirmed = EvaluateResult(status="crashed", message=message)
-        confirmed.gpu_seconds += first.gpu_seconds
+        confirmed.add_time_of(first)
         self._board.mark(position, f"{first.status}, confirmation {confirmed.status}")
         if rules.beats(goal, best, confirmed):
             confirmed.message = ui_text.confirmed_note(goal, first, confirmed)
             results[position] = confirmed
             return position, confirmed
         first.message = ui_text.unconfirmed_note(goal, first, confirmed)
-        first.gpu_seconds = confirmed.gpu_seconds
+        first.take_time_of(confirmed)
         return None
 
     async def _record_all(

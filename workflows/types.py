@@ -133,10 +133,33 @@ class EvaluateResult:
     gpu_seconds: float = 0.0
     report_sha: Optional[str] = None
     profile: dict[str, Any] = field(default_factory=dict)
+    # How the evaluation used the GPU (``activities/gpu_busy.py``), in seconds: its wall time; its
+    # share of that wall time (divided among the evaluations the worker ran at once); the busy
+    # GPU-seconds it accounts for (NVML; None where it could not be measured: CPU workers); the
+    # time the candidate held the GPU exclusively for timing (the judge's "timing" phase).
+    wall_s: float = 0.0
+    wall_share_s: float = 0.0
+    gpu_busy_s: Optional[float] = None
+    timing_s: float = 0.0
 
     @property
     def accepted(self) -> bool:
         return self.status == "ok"
+
+    def add_time_of(self, other: "EvaluateResult") -> None:
+        """Count ``other``'s time into this one (an attempt and its confirmation are one row). A
+        busy figure stays known only when both are."""
+        self.gpu_seconds += other.gpu_seconds
+        self.wall_s += other.wall_s
+        self.wall_share_s += other.wall_share_s
+        self.timing_s += other.timing_s
+        both = self.gpu_busy_s is not None and other.gpu_busy_s is not None
+        self.gpu_busy_s = self.gpu_busy_s + other.gpu_busy_s if both else None
+
+    def take_time_of(self, other: "EvaluateResult") -> None:
+        """This result's time becomes ``other``'s (the attempt recorded carries the total)."""
+        self.gpu_seconds, self.wall_s, self.wall_share_s = other.gpu_seconds, other.wall_s, other.wall_share_s
+        self.gpu_busy_s, self.timing_s = other.gpu_busy_s, other.timing_s
 
 
 @dataclass

@@ -25,9 +25,10 @@ from api.page_plot import PlotPoint
 from api.page_values import shape_times
 from api.temporal import TemporalUnavailable
 from kernels.registry import get_problem
-from marathon.progress import progress_details
+from marathon.progress import gpu_line, percent, progress_details
 from store import repository
 from store.artifacts import get_text
+from store.busy import attempt_fractions, run_fractions
 from store.db import session_scope
 from workflows.types import Goal, Notebook
 
@@ -90,6 +91,7 @@ def _store_view(url: str, run_id: str) -> dict:
                     "note": a.message,
                     "times": shape_times(_report(session, a.report_sha)),
                     "llm_url": service.llm_url(a),
+                    "gpu": _gpu_cell(a),
                 }
             )
         # The plot's hover text gets the absolute times of the attempts the table shows.
@@ -111,6 +113,7 @@ def _store_view(url: str, run_id: str) -> dict:
                     for e in events]
         return {
             "run": run,
+            "busy": run_fractions(repository.busy_rows(session, run_id)),
             "points": points,
             "rows": rows,
             "steering": steering,
@@ -118,6 +121,12 @@ def _store_view(url: str, run_id: str) -> dict:
             "best_label": best_label,
             "best_times": best_times,
         }
+
+
+def _gpu_cell(attempt) -> str:
+    """``62% / 18%``: the GPU busy and timing fractions of one attempt; "—" where unmeasured."""
+    busy, timing = attempt_fractions(attempt.wall_s, attempt.wall_share_s, attempt.gpu_busy_s, attempt.timing_s)
+    return "—" if busy is None and timing is None else f"{percent(busy)} / {percent(timing)}"
 
 
 def _steering_text(kind: str, detail: dict) -> str:
@@ -156,7 +165,7 @@ async def read_run_page(run_id: str, request: Request) -> Response:
     run = view["run"]
     # Nothing is written here: the live state is laid over the store's row for this page only.
     live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
-    public = service.to_public(run, settings, temporal.ui_url(run_id), live)
+    public = service.to_public(run, settings, temporal.ui_url(run_id), live, view["busy"])
     notebook = NotebookView(rows=view["rows"], steering=view["steering"])
     workflow_notebook = await _workflow_notebook(request, run_id) if live and live.run_status else None
     if workflow_notebook is not None:
@@ -190,6 +199,7 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         progress=progress_details(public.model_dump(mode="json")),
         from_run=public.from_run,
         from_kind=public.from_kind,
+        gpu=gpu_line(public.model_dump(mode="json")),
     )
     return html_response(render_run_page(data))
 

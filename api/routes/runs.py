@@ -273,7 +273,8 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
     written: the workflow records its own progress, the reconciler ends rows whose workflow is gone)."""
     run = await _load(settings, run_id)
     live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
-    return service.to_public(run, settings, temporal.ui_url(run_id), live)
+    busy = await run_in_threadpool(service.load_busy, settings.resolved_database_url, run_id)
+    return service.to_public(run, settings, temporal.ui_url(run_id), live, busy)
 
 
 def _existing_run(session, run_id: str):

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from marathon.progress import candidates_line, time_line
+from marathon.progress import candidates_line, gpu_line, time_line
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 FINISHED = FINISHED_RUN_STATUSES
@@ -79,6 +79,8 @@ def describe_run(run: dict[str, Any]) -> list[str]:
         lines.append(f"  time         {time_line(run)}")
     if candidates_line(run):
         lines.append(f"  candidates   {candidates_line(run)}")
+    if gpu_line(run):
+        lines.append(f"  gpu          {gpu_line(run)}")
     if run.get("waiting_for_worker"):
         lines.append(f"  WAITING      {run['waiting_for_worker']}")
     if run.get("stop_reason"):

@@ -20,7 +20,9 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
     from marathon.local_loop import local_loop
     from marathon.settings import Settings
     from marathon.temporal_server import DevServer
+    from marathon.progress import percent
     from store import db, repository
+    from store.busy import attempt_fractions, run_fractions
     from workflows.types import Budget, Goal, OptimizeInput
 
     home = Path(tempfile.mkdtemp(prefix="marathon-gpu-loop-"))
@@ -55,8 +57,13 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
         print(f"{count} attempts recorded")
         for a in attempts:
             speed = f"{a.speedup:.3f}x" if a.speedup else "-"
+            busy, timing = attempt_fractions(a.wall_s, a.wall_share_s, a.gpu_busy_s, a.timing_s)
             print(f"  iter {a.iteration} #{a.index} {a.status:14} {speed:>8} {a.timing_kind:11} "
-                  f"{a.gpu_seconds:6.1f}s  {a.strategy}")
+                  f"{a.gpu_seconds:6.1f}s  busy {percent(busy):>4} timing {percent(timing):>4}  {a.strategy}")
+        figures = run_fractions(repository.busy_rows(session, run_id))
+        print(f"run GPU use: busy {percent(figures.busy_fraction)}, timing {percent(figures.timing_fraction)} "
+              f"of {figures.evaluation_s:.1f} GPU-s of evaluation ({figures.busy_attempts} of "
+              f"{figures.attempts} attempts with an NVML figure)")
     return 0
 
 

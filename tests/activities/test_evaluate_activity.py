@@ -53,6 +53,9 @@ async def test_a_compile_error_is_a_result_with_its_report_stored(store_url):
         report = json.loads(get_text(session, result.report_sha))
     assert (report["status"], report["message"]) == (result.status, result.message)
     assert report["candidate_sha256"] == sha
+    # Its wall time is measured; a CPU worker has no GPU to call busy (None, not 0).
+    assert result.wall_s > 0 and result.wall_share_s == pytest.approx(result.wall_s, abs=0.01)
+    assert result.gpu_busy_s is None and result.timing_s == report["phases"].get("timing", 0.0)
 
 
 async def test_unknown_source_is_bad_input(store_url):
@@ -67,16 +70,24 @@ async def test_cancellation_stops_a_hanging_candidate_and_heartbeats_meanwhile(s
     env = ActivityEnvironment()
     beats: list = []
     env.on_heartbeat = lambda *details: beats.append(details)
-    task = asyncio.create_task(env.run(Evaluator(store_url, device="cpu").evaluate, request(sha, timeout_s=300.0)))
+    evaluator = Evaluator(store_url, device="cpu")
+    task = asyncio.create_task(env.run(evaluator.evaluate, request(sha, timeout_s=300.0)))
     # The heartbeats name the judge's phase: wait until they say the candidate is in its first call.
     deadline = asyncio.get_running_loop().time() + 120
     while not any(beat[0]["phase"].startswith("checking correctness, call 1/") for beat in beats):
         assert asyncio.get_running_loop().time() < deadline, [beat[0]["phase"] for beat in beats]
         await asyncio.sleep(0.1)
+    assert evaluator.busy.open_windows == 1
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert beats[0][0]["phase"] in ("starting the judge", "starting the candidate's process")
+    # The GPU-busy window closed with the judge: a cancelled evaluation does not stay counted.
+    for _ in range(50):
+        if evaluator.busy.open_windows == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert evaluator.busy.open_windows == 0
 
 
 def test_device_and_profile_helpers():

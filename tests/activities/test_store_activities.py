@@ -106,6 +106,27 @@ async def test_record_moves_the_runs_progress_and_record_run_never_undoes_it(dat
         assert (run.iteration, run.best_speedup, run.best_attempt_id, run.status) == (2, 1.5, best.attempt_id, "paused")
 
 
+async def test_record_writes_the_evaluations_gpu_figures(database_url):
+    """wall, share, busy and timing seconds flow from the evaluation's result to the attempt row; a
+    result without a wall time (a proposal error) leaves them all null rather than zero."""
+    recorder = Recorder(database_url)
+    env = ActivityEnvironment()
+    await env.run(recorder.record_run, RunProgressInput(run_id="r4", status="running", create=create_info()))
+    measured = EvaluateResult(status="ok", speedup=1.2, gpu_seconds=9.0, wall_s=9.5, wall_share_s=7.0,
+                              gpu_busy_s=3.25, timing_s=2.0)
+    cpu = EvaluateResult(status="incorrect", wall_s=4.0, wall_share_s=4.0, gpu_busy_s=None, timing_s=0.0)
+    for index, result in enumerate((measured, cpu, EvaluateResult(status="proposal_error"))):
+        await env.run(recorder.record, RecordInput(
+            run_id="r4", iteration=1, index=index, result=result,
+            candidate=Candidate(index=index, source_sha="f" * 64, strategy="tile"),
+        ))
+    with session_scope(database_url) as session:
+        attempts, _ = list_attempts(session, "r4")
+        assert [(a.wall_s, a.wall_share_s, a.gpu_busy_s, a.timing_s) for a in attempts] == [
+            (9.5, 7.0, 3.25, 2.0), (4.0, 4.0, None, 0.0), (None, None, None, None)
+        ]
+
+
 def notebook_with(entries: int) -> Notebook:
     notebook = Notebook()
     for iteration in range(entries):

@@ -89,6 +89,43 @@ async def test_read_run_falls_back_to_the_store_without_a_workflow(api):
     assert run["distance"] == pytest.approx((2.5 - 1.8) / 2.5)
 
 
+def seed_measured(api, run_id: str) -> None:
+    """Two evaluations that overlapped on one GPU, one on a CPU worker, one proposal error."""
+    with api.db() as session:
+        for index, figures in enumerate([
+            dict(wall_s=10.0, wall_share_s=8.0, gpu_busy_s=6.0, timing_s=2.0),
+            dict(wall_s=6.0, wall_share_s=4.0, gpu_busy_s=2.0, timing_s=1.0),
+            dict(wall_s=5.0, wall_share_s=5.0, gpu_busy_s=None, timing_s=0.0),
+            {},
+        ]):
+            repository.record_attempt(
+                session, run_id=run_id, iteration=1, index=index, strategy="s", knobs=None, source_sha="a" * 64,
+                status="ok" if figures else "proposal_error", message="", speedup=None, roofline=None,
+                timing_kind="gpu", report_sha=None, is_best=False, gpu_seconds=1.0, **figures,
+            )
+
+
+async def test_run_and_attempts_say_how_busy_the_gpu_was(api):
+    seed_run(api, "kda-busy")
+    seed_measured(api, "kda-busy")
+    run = (await api.http.get("/runs/kda-busy")).json()
+    assert run["evaluation_gpu_s"] == pytest.approx(17.0)
+    assert run["gpu_busy_fraction"] == pytest.approx(8.0 / 12.0)
+    assert run["timing_fraction"] == pytest.approx(3.0 / 17.0)
+    attempts = (await api.http.get("/runs/kda-busy/attempts")).json()["data"]
+    assert [(a["gpu_busy_fraction"], a["timing_fraction"]) for a in attempts] == [
+        (pytest.approx(0.75), pytest.approx(0.2)), (pytest.approx(0.5), pytest.approx(1 / 6)), (None, 0.0),
+        (None, None),
+    ]
+    assert (attempts[0]["wall_s"], attempts[0]["wall_share_s"], attempts[0]["gpu_busy_s"], attempts[0]["timing_s"]) \
+        == (10.0, 8.0, 6.0, 2.0)
+    # A run with nothing measured (CPU workers before these figures, no attempts yet): nulls.
+    seed_run(api, "kda-unmeasured")
+    seed_attempts(api, "kda-unmeasured")
+    run = (await api.http.get("/runs/kda-unmeasured")).json()
+    assert (run["evaluation_gpu_s"], run["gpu_busy_fraction"], run["timing_fraction"]) == (None, None, None)
+
+
 async def test_attempts_are_paginated_with_iteration_and_index(api):
     seed_run(api, "kda-att")
     seed_attempts(api, "kda-att")

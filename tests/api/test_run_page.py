@@ -116,6 +116,24 @@ async def test_page_raw_html_escapes_and_forbids_scripts(api):
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in response.text
 
 
+async def test_page_shows_how_busy_the_gpu_was(api):
+    run_id = await start_run(api)
+    record_attempts(api, run_id)
+    response = await api.http.get(f"/runs/{run_id}/page")
+    # Nothing measured (these attempts carry no GPU figures): a dash, and no crash.
+    assert '<span id="gpu-use">—</span>' in response.text
+    assert '<td class="gpu">—</td>' in response.text
+    with api.db() as session:
+        repository.record_attempt(
+            session, run_id=run_id, iteration=4, index=0, strategy="tile-4", knobs=None, source_sha="a" * 64,
+            status="ok", message="", speedup=1.0, roofline=None, timing_kind="gpu", report_sha=None, is_best=False,
+            gpu_seconds=1.0, wall_s=125.0, wall_share_s=100.0, gpu_busy_s=62.0, timing_s=25.0,
+        )
+    response = await api.http.get(f"/runs/{run_id}/page")
+    assert '<span id="gpu-use">GPU busy 62%, timing 25% of 1m40s of evaluation</span>' in response.text
+    assert '<td class="gpu">62% / 20%</td>' in response.text
+
+
 async def test_page_without_token_shows_the_token_form(api):
     run_id = await start_run(api)
     response = await api.anonymous.get(f"/runs/{run_id}/page")

@@ -17,3 +17,12 @@ def test_a_run_on_a_queue_nobody_polls_says_so():
     lines = describe_run({"id": "kda-1", "problem": "kda", "status": "running", "waiting_for": waiting})
     assert f"  waiting for  {waiting}" in lines
     assert not any("waiting for" in line for line in describe_run({"id": "kda-2", "status": "running"}))
+
+
+def test_show_says_how_busy_the_gpu_was_and_nothing_when_unmeasured():
+    run = {"id": "kda-1", "status": "completed", "evaluation_gpu_s": 3700.0, "gpu_busy_fraction": 0.41,
+           "timing_fraction": 0.125}
+    assert "  gpu          GPU busy 41%, timing 12% of 1h01m of evaluation" in describe_run(run)
+    unmeasured = describe_run({**run, "gpu_busy_fraction": None})
+    assert "  gpu          GPU busy —, timing 12% of 1h01m of evaluation" in unmeasured
+    assert not any("gpu" in line for line in describe_run({"id": "kda-2", "status": "running"}))
