@@ -20,7 +20,8 @@ per_issue_active.ratio`` for every reason below and ``smsp__average_warp_latency
 a 2025.x ``ncu --query-metrics`` on an H200: ``sm__pipe_tensor_cycles_active`` (KernelAgent's
 choice for the tensor pipe; Hopper's wgmma may count under ``sm__pipe_tensor_op_gmma_*`` instead)
 and ``sm__inst_executed.avg.per_cycle_active``. A name ``ncu`` does not know makes it fail
-outright, so a first run on a new card or version should be checked with ``marathon judge --ncu``.
+outright: ``run`` then tries once more without the names it refused (in the time left) and the
+reason lists them; ``marathon judge --ncu`` shows it on a new card or version.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ import contextlib
 import csv
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
-from typing import Any, Optional, Sequence
+import time
+from typing import Any, Callable, Optional, Sequence
 
 # Seconds ncu may take, and kernel launches it may profile: the bound on the extra time.
 NCU_TIMEOUT_S = 120.0
@@ -249,11 +252,11 @@ def _value(value: Any, unit: str = "") -> str:
     return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
 
 
-def argv(ncu: str, command: Sequence[str]) -> list[str]:
+def argv(ncu: str, command: Sequence[str], metrics: Sequence[str] = tuple(NCU_METRICS)) -> list[str]:
     """The ncu command line around ``command`` (the candidate's process)."""
     # --clock-control none: leave the GPU's clocks as they are (ncu locks them to base by
     # default), so the profile describes the same machine the timings ran on.
-    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(NCU_METRICS),
+    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(metrics),
             "--target-processes", "all", "--launch-count", str(NCU_LAUNCH_COUNT), *command]
 
 
@@ -265,25 +268,52 @@ def install_dirs(ncu: str) -> tuple[str, ...]:
     return tuple(p for p in (root, "/opt/nvidia") if os.path.isdir(p))
 
 
-def run(argv_: list[str], stdin: bytes, cwd: str, timeout_s: float,
+def unknown_metrics(text: str, asked: Sequence[str]) -> list[str]:
+    """The metrics of ``asked`` that ncu's errors in ``text`` say it does not know (its
+    "==ERROR== Failed to find metric ..." lines): one unknown name fails the whole profile."""
+    named = set()
+    for line in text.splitlines():
+        if "ERROR" in line and "metric" in line.lower():
+            named.update(re.findall(r"[A-Za-z0-9_.]+", line))
+    return [metric for metric in asked if metric in named]
+
+
+def run(make_argv: Callable[[Sequence[str]], list[str]], stdin: bytes, cwd: str, timeout_s: float,
         pass_fds: Sequence[int]) -> tuple[Optional[dict[str, dict[str, float]]], str]:
-    """Run the (sandboxed) ncu command line; (metrics per kernel, reason) or (None, why not).
-    Past ``timeout_s`` its whole process group (ncu and the candidate's process) is killed."""
-    process = subprocess.Popen(argv_, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=cwd, pass_fds=tuple(pass_fds), start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(stdin, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        return None, f"ncu did not finish within {timeout_s:.0f} s"
-    metrics = parse_csv(stdout.decode(errors="replace"))
+    """Run the (sandboxed) ncu command line ``make_argv(metrics)``; (metrics per kernel, reason)
+    or (None, why not). Past ``timeout_s`` in all, its whole process group (ncu and the
+    candidate's process) is killed. When ncu refuses metrics it does not know (a name this module could not
+    verify on this card or version), it runs once more without them, in the time left."""
+    deadline = time.monotonic() + timeout_s
+    asked, dropped = list(NCU_METRICS), []
+    while True:
+        left = deadline - time.monotonic()
+        if dropped and left < 1.0:
+            return None, f"ncu did not finish within {timeout_s:.0f} s (it refused {', '.join(dropped)})"
+        process = subprocess.Popen(make_argv(asked), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=cwd, pass_fds=tuple(pass_fds), start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=left)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return None, f"ncu did not finish within {timeout_s:.0f} s"
+        text = stdout.decode(errors="replace")
+        metrics = parse_csv(text)
+        unknown = [] if metrics or dropped else unknown_metrics(text + "\n" + stderr.decode(errors="replace"), asked)
+        if not unknown:
+            break
+        dropped = unknown
+        asked = [metric for metric in asked if metric not in unknown]
     if not metrics:
         tail = (stderr or stdout).decode(errors="replace")[-300:]
         return None, f"ncu produced no metrics (exit {process.returncode}): {tail}"
-    return metrics, (f"measured with ncu at the first bench shape, one call, inside the sandbox "
-                     f"(at most {NCU_LAUNCH_COUNT} launches, {timeout_s:.0f} s)")
+    reason = (f"measured with ncu at the first bench shape, one call, inside the sandbox "
+              f"(at most {NCU_LAUNCH_COUNT} launches, {timeout_s:.0f} s)")
+    if dropped:
+        reason += f"; ncu did not know {', '.join(dropped)}"
+    return metrics, reason
 
 
 def which() -> Optional[str]:

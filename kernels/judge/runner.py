@@ -381,10 +381,12 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
     profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16))
     commands = [profile, {"op": "load"}, {"op": "check", "call": bench.recheck.to_dict()}, {"op": "exit"}]
     sandbox = [sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
-    command = profiling.argv(ncu_path, sandbox)
-    argv = isolating.isolation_argv(isolation, command, workdir=box, writable=(box,),
-                                    readable=sandbox_readable(problem) + profiling.install_dirs(ncu_path),
-                                    env=sandbox_env(box, "cuda"), gpu=True)
+    readable = sandbox_readable(problem) + profiling.install_dirs(ncu_path)
+
+    def argv(metrics) -> list[str]:
+        return isolating.isolation_argv(isolation, profiling.argv(ncu_path, sandbox, metrics), workdir=box,
+                                        writable=(box,), readable=readable, env=sandbox_env(box, "cuda"), gpu=True)
+
     try:
         stdin = "".join(json.dumps(c) + "\n" for c in commands).encode()
         return profiling.run(argv, stdin, box, timeout_s, (write_fd,))

@@ -123,17 +123,51 @@ def test_the_extra_time_is_bounded():
 
 def test_run_parses_what_the_command_prints_and_kills_it_past_its_time(tmp_path):
     printer = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(FIXTURE)!r}).read())"]
-    metrics, reason = ncu.run(printer, b"", str(tmp_path), 30.0, ())
+    metrics, reason = ncu.run(lambda asked: printer, b"", str(tmp_path), 30.0, ())
     assert sorted(metrics) == ["chunk_fwd_kernel", "prepare_kernel"] and "at most" in reason
 
     silent = [sys.executable, "-c", "import sys; print('==PROF== ERR_NVGPUCTRPERM', file=sys.stderr); sys.exit(1)"]
-    metrics, reason = ncu.run(silent, b"", str(tmp_path), 30.0, ())
+    metrics, reason = ncu.run(lambda asked: silent, b"", str(tmp_path), 30.0, ())
     assert metrics is None and "ncu produced no metrics (exit 1)" in reason and "ERR_NVGPUCTRPERM" in reason
 
     started = time.monotonic()
-    metrics, reason = ncu.run([sys.executable, "-c", "import time; time.sleep(60)"], b"", str(tmp_path), 1.0, ())
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    metrics, reason = ncu.run(lambda asked: sleeper, b"", str(tmp_path), 1.0, ())
     assert metrics is None and reason == "ncu did not finish within 1 s"
-    assert time.monotonic() - started < 20
+    assert 1.0 <= time.monotonic() - started < 20
+
+
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def test_run_drops_the_metrics_ncu_does_not_know_and_tries_once_more(tmp_path):
+    """A stand-in ncu that refuses one metric, as ncu does (an error and no table), and profiles
+    when asked without it."""
+    script = tmp_path / "fake_ncu.py"
+    script.write_text(
+        "import sys\n"
+        f"if {TENSOR!r} in sys.argv[1]:\n"
+        f"    print('==ERROR== Failed to find metric {TENSOR}', file=sys.stderr); sys.exit(1)\n"
+        f"sys.stdout.write(open({str(FIXTURE)!r}).read())\n")
+    calls = []
+
+    def make_argv(asked):
+        calls.append(list(asked))
+        return [sys.executable, str(script), ",".join(asked)]
+
+    metrics, reason = ncu.run(make_argv, b"", str(tmp_path), 30.0, ())
+    assert len(calls) == 2 and calls[0] == list(ncu.NCU_METRICS)
+    assert calls[1] == [m for m in ncu.NCU_METRICS if m != TENSOR]
+    assert sorted(metrics) == ["chunk_fwd_kernel", "prepare_kernel"] and reason.endswith(f"ncu did not know {TENSOR}")
+    assert ncu.unknown_metrics("==ERROR== Failed to find metric sm__foo.sum", ["sm__foo", "sm__foo.sum"]) == [
+        "sm__foo.sum"]
+
+    # A second refusal is not retried: one retry at most.
+    script.write_text("import sys\nprint('==ERROR== Failed to find metric ' + sys.argv[1].split(',')[0], "
+                      "file=sys.stderr); sys.exit(1)\n")
+    calls.clear()
+    metrics, reason = ncu.run(make_argv, b"", str(tmp_path), 30.0, ())
+    assert metrics is None and len(calls) == 2 and "ncu produced no metrics (exit 1)" in reason
 
 
 def test_the_cli_help_states_the_bound():
