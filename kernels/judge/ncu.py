@@ -203,7 +203,8 @@ def summarize(kernels: Optional[dict[str, dict[str, float]]]) -> Optional[dict[s
         weighted = [(times[n], m[metric]) for n, m in kernels.items() if metric in m]
         weight = sum(t for t, _ in weighted)
         if weighted:
-            overall[key] = _pct(sum(t * v for t, v in weighted) / weight if weight else weighted[0][1])
+            mean = sum(v for _, v in weighted) / len(weighted)  # without times, every kernel counts alike
+            overall[key] = _pct(sum(t * v for t, v in weighted) / weight if weight else mean)
     known = [v for v in overall.values() if v is not None]
     overall["sol_pct"] = max(known) if known else None
     summary["overall"] = overall
@@ -215,7 +216,8 @@ def summary_text(kernels: Optional[dict[str, dict[str, float]]]) -> str:
     summary = summarize(kernels)
     if summary is None:
         return "no kernels profiled"
-    lines = [f"hottest kernel {summary['kernel']} ({summary['share_pct']}% of {summary['duration_ns'] / 1e3:.1f} us "
+    lines = [f"hottest kernel {summary['kernel']} ({_value(summary['share_pct'], '%')} of "
+             f"{summary['duration_ns'] / 1e3:.1f} us "
              f"over {summary['kernels']} kernels, {summary['launches']} launches)",
              "  speed of light " + _value(summary["sol_pct"], "%") + f" (DRAM {_value(summary['dram_pct'], '%')}, "
              f"SM {_value(summary['sm_pct'], '%')}, memory {_value(summary['memory_pct'], '%')}); nearest limit: "

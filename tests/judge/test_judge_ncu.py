@@ -175,3 +175,11 @@ def test_the_cli_help_states_the_bound():
 
     help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["judge"].format_help().split())
     assert f"at most {ncu.NCU_TIMEOUT_S:.0f} s more" in help_text
+
+
+def test_kernels_without_times_still_summarize():
+    kernels = {"a": {"dram_throughput_pct": 10.0, "sm_throughput_pct": 5.0}, "b": {"sm_throughput_pct": 50.0}}
+    summary = ncu.summarize(kernels)
+    assert summary["kernel"] == "a" and summary["share_pct"] is None  # no time anywhere: the first by name
+    assert summary["overall"] == {"dram_pct": 10.0, "sm_pct": 27.5, "sol_pct": 27.5}
+    assert ncu.summary_text(kernels).startswith("hottest kernel a (? of 0.0 us over 2 kernels, 2 launches)")
