@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import threading
 import time
 from typing import Any, Optional
@@ -26,6 +27,10 @@ HEARTBEAT_EVERY_S = 5.0
 # How long a cancelled evaluation waits for the judge to kill its child and return.
 CANCEL_GRACE_S = 30.0
 MESSAGE_LIMIT = 4000
+# What the judge says when no profile was asked for (kernels/judge/runner.py), and how much of the
+# reason a profile was not made travels in the history.
+NCU_NOT_REQUESTED = "ncu profiling not requested"
+NCU_REASON_LIMIT = 160
 
 
 def resolve_device(requested: str, worker_device: Optional[str]) -> Optional[str]:
@@ -37,21 +42,76 @@ def resolve_device(requested: str, worker_device: Optional[str]) -> Optional[str
     return worker_device
 
 
+def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
+    """Whether to ask the judge for an Nsight Compute profile, and why not when one was wanted:
+    only on a GPU (``device`` None means the judge picks cuda when there is one) with ``ncu`` on
+    this worker's PATH."""
+    if not profile:
+        return False, ""
+    from kernels.judge.environment import has_gpu
+
+    resolved = device or ("cuda" if has_gpu() else "cpu")
+    if resolved != "cuda":
+        return False, f"evaluated on the {resolved}: Nsight Compute profiles GPU kernels only"
+    if shutil.which("ncu") is None:
+        return False, "ncu is not on this evaluation worker's PATH"
+    return True, ""
+
+
+def roofline_limit(report: dict[str, Any]) -> Optional[str]:
+    """Which ceiling sets the floor of the shapes the judge put on the roofline: "memory",
+    "compute" or "mixed" (on the judge's datasheet ceilings); None when there are none or the
+    problem cannot be loaded here."""
+    shapes = [s for s in report.get("shapes") or [] if s.get("roofline") is not None and s.get("dims")]
+    if not shapes:
+        return None
+    try:
+        from kernels import roofline
+        from kernels.judge.physics import CEILINGS
+        from kernels.registry import get_problem
+
+        problem = get_problem(str(report.get("problem", "")))
+        limits = {roofline.limit(problem, tuple(s["dims"]), problem.gpu_dtype, CEILINGS) for s in shapes}
+    except (ValueError, ImportError, AttributeError, TypeError, ZeroDivisionError):
+        return None
+    return limits.pop() if len(limits) == 1 else "mixed"
+
+
 def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
-    """A few figures from the compiled kernels' resources (the judge records registers,
-    spills and shared memory per Triton kernel): the worst of each over all kernels, small
-    enough for the notebook and the history."""
+    """A few figures, small enough for the notebook and the history: from the compiled kernels'
+    resources (the judge records registers, spills and shared memory per Triton kernel) the
+    worst of each over all kernels; the roofline fraction and which ceiling sets its floor
+    (``roofline_limit``); and, when Nsight Compute profiled the kernel, its summary for the
+    kernel that took the most time (``kernels/judge/ncu.py``): speed of light ``sol_pct`` =
+    max(DRAM %, SM %), both, the nearest limit, achieved occupancy, registers, local-memory
+    (spill) sectors and the top three stalls. A profile that was asked for and not made leaves
+    ``ncu_reason``."""
     kernels = [k for k in (report.get("resources") or {}).values() if isinstance(k, dict) and "error" not in k]
     figures: dict[str, Any] = {}
-    if not kernels:
-        return figures
-    figures["kernels"] = len(kernels)
-    for key, combine in (("registers", max), ("spills", sum), ("shared_bytes", max)):
-        values = [k[key] for k in kernels if isinstance(k.get(key), (int, float))]
-        if values:
-            figures[key] = combine(values)
+    if kernels:
+        figures["kernels"] = len(kernels)
+        for key, combine in (("registers", max), ("spills", sum), ("shared_bytes", max)):
+            values = [k[key] for k in kernels if isinstance(k.get(key), (int, float))]
+            if values:
+                figures[key] = combine(values)
     if report.get("roofline") is not None:
         figures["roofline"] = round(float(report["roofline"]), 4)
+        limit = roofline_limit(report)
+        if limit is not None:
+            figures["roofline_limit"] = limit
+    from kernels.judge.ncu import stalls_text, summarize
+
+    summary = summarize(report.get("ncu")) if isinstance(report.get("ncu"), dict) else None
+    if summary is not None:
+        for key in ("sol_pct", "dram_pct", "sm_pct", "occupancy_pct", "nearest_limit", "spill_sectors"):
+            if summary.get(key) is not None:
+                figures[key] = summary[key]
+        if summary.get("registers") is not None:
+            figures.setdefault("registers", summary["registers"])
+        if summary["top_stalls"]:
+            figures["stalls"] = stalls_text(summary["top_stalls"])
+    elif report.get("ncu_reason") and report["ncu_reason"] != NCU_NOT_REQUESTED:
+        figures["ncu_reason"] = str(report["ncu_reason"])[:NCU_REASON_LIMIT]
     return figures
 
 
@@ -125,14 +185,16 @@ class Evaluator:
         from kernels.judge import judge
         from kernels.judge.isolation import IsolationUnavailable
 
+        profile, why_not = ncu_request(input.profile, device)
         try:
-            return judge(
+            report = judge(
                 source,
                 input.problem,
                 device=device,
                 confirm=input.confirm,
                 timeout_s=input.timeout_s,
                 cancel=cancel,
+                ncu=profile,
                 insecure_no_isolation=insecure_no_isolation,
                 lease_path=lease_path,
                 heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
@@ -143,6 +205,9 @@ class Evaluator:
             # Not retryable here: this worker cannot isolate candidates until an operator acts.
             raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
                                    non_retryable=True) from error
+        if input.profile and not profile:
+            report.ncu_reason = why_not
+        return report
 
     def _result(self, report: Any, duration: float, busy: gpu_busy.BusyFigures) -> EvaluateResult:
         from store.artifacts import put_text

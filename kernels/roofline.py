@@ -86,6 +86,14 @@ def work(problem: Problem, shape: Shape, dtype: str) -> tuple[float, float]:
     return float(problem.flops(shape, dtype)), float(problem.bytes_moved(shape, dtype))
 
 
+def limit(problem: Problem, shape: Shape, dtype: str, ceilings: Ceilings) -> str:
+    """Which ceiling sets the floor of ``problem`` at ``shape``: "memory" when moving its bytes at
+    the peak bandwidth takes at least as long as its FLOPs at the peak rate, else "compute"."""
+    flops, nbytes = work(problem, shape, dtype)
+    compute_s = flops / (ceilings.peak_tflops(dtype) * 1e12)
+    return "memory" if nbytes / (ceilings.bandwidth_tbs * 1e12) >= compute_s else "compute"
+
+
 def problem_floor_ms(problem: Problem, shape: Shape, dtype: str, ceilings: Ceilings) -> float:
     """The roofline time of one call of ``problem`` at ``shape`` on ``ceilings``, in ms."""
     flops, nbytes = work(problem, shape, dtype)

@@ -46,6 +46,8 @@ def propose_request(inp: OptimizeInput, state: RunState, iteration: int) -> Prop
 
 
 def evaluate_request(inp: OptimizeInput, iteration: int, candidate: Candidate, confirm: bool) -> EvaluateInput:
+    """A confirmation (the would-be champion's second, longer judgement) also asks for the
+    Nsight Compute profile: one per new best, so the profiler's extra time stays bounded."""
     return EvaluateInput(
         run_id=inp.run_id,
         iteration=iteration,
@@ -55,6 +57,7 @@ def evaluate_request(inp: OptimizeInput, iteration: int, candidate: Candidate, c
         device=inp.device,
         confirm=confirm,
         timeout_s=inp.evaluate_timeout_s,
+        profile=confirm,
     )
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional, Sequence
 
+from workflows import profile_text
 from workflows.types import Candidate, EvaluateResult, Notebook, NotebookEntry
 
 NOTE_LIMIT = 200
+# A champion's note carries its profile in words (workflows/profile_text.py): longer than the others.
+PROFILE_NOTE_LIMIT = 400
 FEEDBACK_LIMIT = 400
 MAX_PROPOSER_ERRORS = 8
 MAX_HINTS = 20
@@ -45,6 +48,9 @@ def format_profile(profile: dict[str, Any]) -> str:
 
 
 def entry_note(result: EvaluateResult) -> str:
+    """An accepted kernel's figures (a profiled champion's in words), else the first line of why not."""
+    if result.accepted and profile_text.profiled(result.profile):
+        return f"profile of the new best: {profile_text.describe(result.profile)}"[:PROFILE_NOTE_LIMIT]
     if result.accepted:
         note = format_profile(result.profile)
     else:
@@ -54,7 +60,7 @@ def entry_note(result: EvaluateResult) -> str:
 
 def add_attempt(notebook: Notebook, iteration: int, candidate: Candidate, result: EvaluateResult) -> NotebookEntry:
     """Append one attempt to ``notebook`` (mutates it); profiler figures of accepted kernels
-    also go to the bounded list of findings."""
+    also go to the bounded list of findings (a profiled champion's in words)."""
     entry = NotebookEntry(
         iteration=iteration,
         index=candidate.index,
@@ -64,7 +70,12 @@ def add_attempt(notebook: Notebook, iteration: int, candidate: Candidate, result
         note=entry_note(result),
     )
     notebook.entries.append(entry)
-    if result.accepted and result.profile:
+    if result.accepted and profile_text.profiled(result.profile):
+        finding = f"iter {iteration} #{candidate.index} {candidate.strategy} (new best): " \
+            f"{profile_text.describe(result.profile)}"
+        notebook.profiler_findings.append(finding[:PROFILE_NOTE_LIMIT])
+        del notebook.profiler_findings[:-MAX_FINDINGS]
+    elif result.accepted and result.profile:
         finding = f"iter {iteration} #{candidate.index} {candidate.strategy}: {format_profile(result.profile)}"
         notebook.profiler_findings.append(finding[:NOTE_LIMIT])
         del notebook.profiler_findings[:-MAX_FINDINGS]
@@ -192,7 +203,12 @@ def feedback(candidate: Candidate, result: EvaluateResult) -> str:
     head = f"#{candidate.index} {candidate.strategy}: {result.status}"
     if result.speedup is not None:
         head += f" {result.speedup:.3g}x"
-    detail = _first_line(result.message, FEEDBACK_LIMIT) if not result.accepted else format_profile(result.profile)
+    if not result.accepted:
+        detail = _first_line(result.message, FEEDBACK_LIMIT)
+    elif profile_text.profiled(result.profile):
+        detail = f"(new best) {profile_text.describe(result.profile)}"
+    else:
+        detail = format_profile(result.profile)
     return f"{head} {detail}".strip()[:FEEDBACK_LIMIT]
 
 

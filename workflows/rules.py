@@ -98,6 +98,7 @@ def promote(candidate: Candidate, iteration: int, result: EvaluateResult) -> Bes
         roofline=result.roofline,
         report_sha=result.report_sha,
         timing_kind=result.timing_kind,
+        profile=dict(result.profile),
     )
 
 

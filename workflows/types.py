@@ -86,6 +86,9 @@ class BestKernel:
     # The candidate's knobs, set on a kernel inherited from a parent run: the search proposer
     # starts from that point when the run has no attempts of its own yet.
     knobs: Optional[dict[str, Any]] = None
+    # Its figures from the confirming evaluation (``EvaluateResult.profile``: resources, roofline,
+    # the ncu summary or why there is none), for the next proposals.
+    profile: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +122,9 @@ class EvaluateInput:
     device: str = "auto"
     confirm: bool = False
     timeout_s: float = 900.0
+    # Profile the accepted kernel with Nsight Compute (bounded: kernels/judge/ncu.py). The loop
+    # asks for it on a champion's confirmation only; off by default, as in older histories.
+    profile: bool = False
 
 
 @dataclass

@@ -11,6 +11,7 @@ import inspect
 from typing import Optional
 
 from kernels.problem import Problem
+from workflows import profile_text
 from workflows.types import BestKernel, Goal, Notebook, ProposeInput
 
 FORBIDDEN_LIBRARIES = ("fla", "flash_attn", "flashinfer", "flash_mla", "xformers", "sglang", "vllm", "liger_kernel")
@@ -27,6 +28,7 @@ GOAL_HEADING = "# Goal"
 PROBLEM_HEADING = "# Problem"
 RULES_HEADING = "# Rules"
 BEST_HEADING = "# Best kernel so far"
+PROFILE_LINE = "Profile of the current best"
 NOTEBOOK_HEADING = "# Notebook"
 FEEDBACK_HEADING = "# Feedback on the last attempts"
 ANSWER_HEADING = "# Your answer"
@@ -113,11 +115,15 @@ def rules_section() -> str:
 
 
 def best_section(best: Optional[BestKernel], best_source: str) -> str:
+    """The best kernel's source under a heading with its score and, once there is a best, the
+    profiler's word on it (Nsight Compute's summary and the roofline, or why there is none)."""
     if best is None:
         heading = f"{BEST_HEADING}: none accepted yet; this is our own starting kernel (speedup 1x is the baseline)"
     else:
         figures = f"{best.speedup:.3f}x speedup" if best.speedup is not None else "accepted"
         heading = f"{BEST_HEADING}: iteration {best.iteration}, {figures}, strategy: {best.strategy}"
+        profile = _clip(profile_text.describe(best.profile or {}), LINE_LIMIT)
+        heading += f"\n{PROFILE_LINE}: {profile}."
     return f"{heading}\n```python\n{_clip(best_source, SOURCE_LIMIT)}\n```"
 
 

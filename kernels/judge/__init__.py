@@ -10,7 +10,8 @@ then runs it in a fresh, OS-isolated sandbox process (``isolation.py``: bubblewr
 65534, no network, an empty environment) under run-time guards (``guards.py``,
 ``sandbox.py``) while a trusted referee process (``referee.py``) holds the references and
 the baseline and judges every output; ``runner.py`` drives both, bounds every reported time
-with its own clock, and turns what they say into a ``JudgeReport``. ``THREATS.md`` lists every known
+with its own clock, and turns what they say into a ``JudgeReport``; asked to (``ncu=True``), it
+profiles an accepted candidate with Nsight Compute within a bounded time (``ncu.py``). ``THREATS.md`` lists every known
 exploit, its defense, its test, and what remains possible.
 """
 

@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,10 +30,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.judge import gpu_lease, isolation as isolating, plan as planning, policy, scoring
+from kernels.judge import gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy, scoring
 from kernels.judge.children import Child, Session, Stop
 from kernels.judge.environment import child_env, default_lease_path, has_gpu, libcuda_dir, sandbox_env
 from kernels.judge.gpu_lease import GpuLease
+from kernels.judge.ncu import NCU_TIMEOUT_S
 from kernels.judge.report import JudgeReport
 
 __all__ = ["judge", "has_gpu", "child_env", "sandbox_env", "sandbox_readable", "SANDBOX_MODULE"]
@@ -207,7 +207,7 @@ def judge(
                 with gpu_lease.maybe(lease, exclusive=True):  # profiles must not see other work
                     ncu_result = _profile_with_ncu(sandbox_config, the_plan, isolation, problem, box, budget)
             except gpu_lease.LeaseCancelled:
-                ncu_result = None
+                ncu_result = None, "not profiled: cancelled while waiting for the GPU"
             session.close_phase()
         data["phases"] = session.phases
     finally:
@@ -373,62 +373,31 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
     return entry
 
 
-NCU_TIMEOUT_S = 180.0
-NCU_METRICS = {
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
-    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
-    "gpu__time_duration.sum": "duration_ns",
-}
-
-
 def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> tuple[dict[str, Any] | None, str]:
-    """Nsight Compute metrics of the candidate's kernels for one call at the first bench shape.
-
-    Returns (metrics per kernel name, reason). ``ncu`` runs inside the candidate's sandbox
-    (its own installation bound read-only); the numbers are informational.
-    """
-    import csv
-    import io
-
-    ncu = os.path.realpath(shutil.which("ncu"))
+    """Nsight Compute metrics of the candidate's kernels for one call at the first bench shape
+    (``ncu.py``: which metrics, the bounds on its time, the parsing). Returns (metrics per kernel
+    name, reason). ``ncu`` runs inside the candidate's sandbox (its own installation bound
+    read-only); the numbers are informational."""
+    ncu_path = profiling.which()
+    if ncu_path is None:
+        return None, "ncu not found on PATH"
     read_fd, write_fd = os.pipe()
     bench = the_plan.bench[0]
     profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16))
     commands = [profile, {"op": "load"}, {"op": "check", "call": bench.recheck.to_dict()}, {"op": "exit"}]
-    # --clock-control none: leave the GPU's clocks as they are (ncu locks them to base by
-    # default), so the profile describes the same machine the timings ran on.
-    argv = [ncu, "--csv", "--clock-control", "none", "--metrics", ",".join(NCU_METRICS), "--target-processes", "all",
-            "--launch-count", "50", sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
-    ncu_root = str(Path(ncu).parent.parent) if Path(ncu).parent.name == "bin" else str(Path(ncu).parent)
-    # The CUDA toolkit's ncu is a wrapper that looks for Nsight Compute under /opt/nvidia too.
-    extra = tuple(p for p in (ncu_root, "/opt/nvidia") if os.path.isdir(p))
-    argv = isolating.isolation_argv(isolation, argv, workdir=box, writable=(box,),
-                                    readable=sandbox_readable(problem) + extra,
-                                    env=sandbox_env(box, "cuda"), gpu=True)
+    sandbox = [sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
+    readable = sandbox_readable(problem) + profiling.install_dirs(ncu_path)
+
+    def argv(metrics) -> list[str]:
+        return isolating.isolation_argv(isolation, profiling.argv(ncu_path, sandbox, metrics), workdir=box,
+                                        writable=(box,), readable=readable, env=sandbox_env(box, "cuda"), gpu=True)
+
     try:
-        result = subprocess.run(argv, input="".join(json.dumps(c) + "\n" for c in commands).encode(),
-                                capture_output=True, cwd=box, timeout=timeout_s, pass_fds=(write_fd,),
-                                start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return None, f"ncu did not finish within {timeout_s:.0f} s"
+        stdin = "".join(json.dumps(c) + "\n" for c in commands).encode()
+        return profiling.run(argv, stdin, box, timeout_s, (write_fd,))
     finally:
         os.close(write_fd)
         os.close(read_fd)
-    rows = [line for line in result.stdout.decode(errors="replace").splitlines() if line.startswith('"')]
-    metrics: dict[str, dict[str, float]] = {}
-    for row in csv.DictReader(io.StringIO("\n".join(rows))):
-        name, metric = row.get("Kernel Name", "?"), NCU_METRICS.get(row.get("Metric Name", ""))
-        if metric is None:
-            continue
-        try:
-            metrics.setdefault(name, {})[metric] = float(row.get("Metric Value", "").replace(",", ""))
-        except ValueError:
-            continue
-    if not metrics:
-        tail = (result.stderr or result.stdout).decode(errors="replace")[-300:]
-        return None, f"ncu produced no metrics (exit {result.returncode}): {tail}"
-    return metrics, "measured with ncu at the first bench shape, one call, inside the sandbox"
 
 
 def _caller_fingerprint(device: str) -> dict[str, Any]:

@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--quiet", action="store_true", help="do not print the judgement's phases to stderr")
     parser.add_argument("--ncu", action="store_true",
                         help="GPU only: once accepted, profile one call at the first bench shape with Nsight Compute "
-                        "(DRAM and SM throughput, occupancy, duration per kernel); needs ncu on PATH")
+                        "(speed of light, occupancy, registers, spills, cache hit rates, stall reasons per kernel; "
+                        "at most 120 s more); needs ncu on PATH")
     parser.add_argument("--insecure-no-isolation", action="store_true",
                         help="run the candidate WITHOUT OS isolation (bubblewrap) where it cannot be set up; "
                         "the report says so")
@@ -108,9 +109,12 @@ def ncu_problem(device: str | None) -> str | None:
 
 
 def ncu_lines(report) -> str:
-    """The ncu metrics for people; the summary leaves them out. Informational: never the verdict."""
+    """The ncu profile for people: why or how it was measured, the summary (hottest kernel, speed
+    of light, nearest limit, occupancy, registers, spills, top stalls) and every kernel's metrics.
+    The judge's summary leaves them out. Informational: never the verdict."""
+    from kernels.judge.ncu import summary_text
+
     lines = [f"ncu: {report.ncu_reason}"]
-    for kernel, metrics in (report.ncu or {}).items():
-        values = ", ".join(f"{name} {value:g}" for name, value in sorted(metrics.items()))
-        lines.append(f"  {kernel}: {values}")
+    if report.ncu:
+        lines.append(summary_text(report.ncu))
     return "\n".join(lines)
