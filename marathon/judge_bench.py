@@ -34,6 +34,7 @@ class Judgement:
     speedup: Optional[float]
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
+    gpu_busy: Optional[float] = None  # fraction of its wall time, runs one after another only
 
 
 @dataclass
@@ -64,14 +65,10 @@ def _busy_sampler(device: Optional[str]):
     """The evaluation worker's NVML sampler where it exists and a GPU is here, else None."""
     if device == "cpu":
         return None
-    try:
-        from activities import gpu_busy  # noqa: F401  (written for the evaluation worker)
-    except ImportError:
-        return None
-    try:
-        return gpu_busy.sampler_for(gpu_busy.device_index())
-    except Exception:
-        return None
+    from activities import gpu_busy
+
+    index = gpu_busy.gpu_index(os.environ)
+    return None if index is None else gpu_busy.sampler_for(index)
 
 
 def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str], fresh_cache: bool,
@@ -84,7 +81,13 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
     for number in range(1, runs + 1):
         label = f"{number}" + (" (empty cache)" if fresh_cache and number == 1 else "")
         print(f"judging {problem}, run {label} ...", file=progress, flush=True)
+        sampler = _busy_sampler(device)
+        window = sampler.begin() if sampler is not None else None
         judgements.append(_judge_once(problem, source, device, label, lease_path, insecure))
+        if window is not None:
+            figures = sampler.end(window)
+            if figures.gpu_busy_s is not None and figures.wall_s > 0:
+                judgements[-1].gpu_busy = round(figures.gpu_busy_s / figures.wall_s, 3)
     if concurrent < 2:
         return judgements, None
     results: list[Optional[Judgement]] = [None] * concurrent
@@ -106,8 +109,8 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
     busy = None
     if window is not None:
         figures = sampler.end(window)
-        if figures and figures.get("gpu_busy_s") is not None and wall > 0:
-            busy = round(figures["gpu_busy_s"] / wall, 3)
+        if figures.gpu_busy_s is not None and figures.wall_s > 0:
+            busy = round(figures.gpu_busy_s / figures.wall_s, 3)
     done = [j for j in results if j is not None]
     judgements.extend(done)
     warm = [j.seconds for j in judgements[1 if fresh_cache and runs > 1 else 0:runs]] or [wall]
@@ -116,10 +119,11 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
 
 
 def render(judgements: list[Judgement], concurrency: list[Concurrency], device: str) -> str:
-    header = ["problem", "run", "status", "speedup", "total s", *PHASES]
+    header = ["problem", "run", "status", "speedup", "GPU busy", "total s", *PHASES]
     rows = [header, ["---"] * len(header)]
     for j in judgements:
-        rows.append([j.problem, j.label, j.status, f"{j.speedup:.3f}x" if j.speedup else "-", f"{j.seconds:.1f}",
+        busy = f"{100 * j.gpu_busy:.0f} %" if j.gpu_busy is not None else "-"
+        rows.append([j.problem, j.label, j.status, f"{j.speedup:.3f}x" if j.speedup else "-", busy, f"{j.seconds:.1f}",
                      *(f"{j.phases[p]:.1f}" if p in j.phases else "-" for p in PHASES)])
     lines = [f"judgement wall time by phase (seconds), device: {device}", ""]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

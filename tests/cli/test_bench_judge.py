@@ -14,7 +14,7 @@ def test_bench_judge_prints_phases_and_concurrency(tmp_path, capsys):
                  "--fresh-cache", "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert "| problem | run | status | speedup | total s | startup | load |" in printed.out
+    assert "| problem | run | status | speedup | GPU busy | total s | startup | load |" in printed.out
     assert "1 (empty cache)" in printed.out and "concurrent 2/2" in printed.out
     data = json.loads(out.read_text())
     assert data["device"] == "cpu"
