@@ -43,7 +43,7 @@ from kernels.problem import (
     Shape,
     check_regime,
     dtype_name as _dtype_name,
-    regime_seed,
+    input_generator,
     vary_length,
 )
 
@@ -69,8 +69,8 @@ def make_inputs(
     """Inputs for shape ``(B, T, H, D)``: q, k, v [B, T, H, D] and beta [B, T, H] in ``dtype``,
     g [B, T, H, D] fp32, scale a float; ``regime`` is one of ``REGIMES`` (module docstring).
 
-    Drawn on the CPU from a generator seeded from ``(seed, regime)`` and then moved, so one
-    seed gives the same values on every device. The default regime draws what it always drew.
+    Drawn on ``device`` from a generator seeded from ``(seed, regime)`` (``input_generator``):
+    one seed gives the same values on every machine of one kind of device.
     """
     import torch
     import torch.nn.functional as F
@@ -78,21 +78,21 @@ def make_inputs(
     check_regime(regime, REGIMES)
     batch, seq, heads, dim = _check_shape(shape)
     torch_dtype = getattr(torch, _dtype_name(dtype))
-    gen = torch.Generator(device="cpu").manual_seed(regime_seed(seed, regime))
+    gen, where = input_generator(seed, regime, device)
     size = (batch, seq, heads, dim)
-    q = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
-    k = F.normalize(torch.randn(size, generator=gen), p=2, dim=-1)
-    v = torch.randn(size, generator=gen)
-    gate_logits = torch.randn(size, generator=gen)
+    q = F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1)
+    k = F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1)
+    v = torch.randn(size, generator=gen, device=where)
+    gate_logits = torch.randn(size, generator=gen, device=where)
     if regime == "long_memory":
         gate_logits = gate_logits + LONG_MEMORY_GATE_SHIFT
     elif regime == "strong_decay":
         gate_logits = gate_logits + STRONG_DECAY_GATE_SHIFT
     g = F.logsigmoid(gate_logits).clamp(min=GATE_LOWER_BOUND)
-    beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen))
+    beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen, device=where))
     scale = dim**-0.5
     if regime != "default":
-        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen)) - 1.0)
+        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
     return {
         "q": q.to(device=device, dtype=torch_dtype),
         "k": k.to(device=device, dtype=torch_dtype),

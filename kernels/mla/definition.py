@@ -43,7 +43,7 @@ from kernels.problem import (
     Shape,
     check_regime,
     dtype_name as _dtype_name,
-    regime_seed,
+    input_generator,
     vary_length,
 )
 
@@ -72,22 +72,22 @@ def make_inputs(
     """Inputs for shape ``(B, H, S)``: ``q`` [B, H, 576], ``kv`` [B, S, 576], ``scale`` float;
     ``regime`` is one of ``REGIMES`` (module docstring).
 
-    Drawn on the CPU from a generator seeded from ``(seed, regime)`` and then moved, so the
-    same seed gives the same values on every device. The default regime draws what it always drew.
+    Drawn on ``device`` from a generator seeded from ``(seed, regime)`` (``input_generator``):
+    one seed gives the same values on every machine of one kind of device.
     """
     import torch
 
     check_regime(regime, REGIMES)
     batch, heads, seq = _check_shape(shape)
     torch_dtype = getattr(torch, _dtype_name(dtype))
-    gen = torch.Generator(device="cpu").manual_seed(regime_seed(seed, regime))
-    token_gain = torch.exp(TOKEN_GAIN_LOG_STD * torch.randn(batch, seq, 1, generator=gen))
-    kv = torch.randn(batch, seq, D_QK, generator=gen) * token_gain
+    gen, where = input_generator(seed, regime, device)
+    token_gain = torch.exp(TOKEN_GAIN_LOG_STD * torch.randn(batch, seq, 1, generator=gen, device=where))
+    kv = torch.randn(batch, seq, D_QK, generator=gen, device=where) * token_gain
     scale = SOFTMAX_SCALE
     if regime != "default":
-        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen)) - 1.0)
+        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
     q_std = REGIME_LOGIT_STD[regime] / (scale * math.sqrt(D_QK))
-    q = torch.randn(batch, heads, D_QK, generator=gen) * q_std
+    q = torch.randn(batch, heads, D_QK, generator=gen, device=where) * q_std
     return {
         "q": q.to(device=device, dtype=torch_dtype),
         "kv": kv.to(device=device, dtype=torch_dtype),

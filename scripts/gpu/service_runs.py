@@ -6,7 +6,7 @@ restarts it; Temporal retries the evaluation) and checks that every attempt is r
 Writes ``service_runs.json`` (per run: per-iteration wall time and best speedup, attempts with
 their GPU figures, history size per workflow segment) into the folder given by --out.
 
-Usage: python3 scripts/gpu/service_runs.py --problem kda:3 --problem mla-decode:3 [--candidates 4]
+Usage: python3 scripts/gpu/service_runs.py --problem kda:3[:SECONDS] --problem mla-decode:3 [--candidates 4]
        [--kill-worker kda] [--out DIR] [--deadline-s 540]
 """
 
@@ -89,6 +89,28 @@ def follow(api: str, token: str, home: Path, run_id: str, kill: bool, deadline: 
         time.sleep(1)
 
 
+def report_phases(home: Path, attempts: list[dict]) -> list[dict]:
+    """Per attempt, from its judge report in the store: status, seconds, phases, ncu reason."""
+    from store.artifacts import get_text
+    from store.db import session_scope
+
+    found = []
+    with session_scope(f"sqlite:///{home / 'marathon.db'}") as session:
+        for attempt in attempts:
+            sha = attempt.get("report_sha")
+            if not sha:
+                continue
+            try:
+                report = json.loads(get_text(session, sha))
+            except KeyError:
+                continue
+            found.append({"iteration": attempt.get("iteration"), "index": attempt.get("index"),
+                          "status": report.get("status"), "duration_s": report.get("duration_s"),
+                          "phases": report.get("phases"), "ncu_reason": report.get("ncu_reason"),
+                          "ncu_kernels": len(report.get("ncu") or {})})
+    return found
+
+
 async def segments(temporal_address: str, run_id: str) -> list[dict]:
     from temporalio.client import Client
 
@@ -103,7 +125,8 @@ async def segments(temporal_address: str, run_id: str) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", action="append", required=True, help="NAME:ITERATIONS (repeatable)")
+    parser.add_argument("--problem", action="append", required=True,
+                        help="NAME:ITERATIONS[:SECONDS] (repeatable); a run still going after SECONDS is stopped")
     parser.add_argument("--candidates", type=int, default=4)
     parser.add_argument("--kill-worker", default=None, help="kill the GPU worker once during this problem's run")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -129,9 +152,10 @@ def main() -> int:
         stack = wait_for_stack(home, up)
         log(f"stack up in {time.monotonic() - began:.0f} s: {sorted(stack['children'])}")
         api, token = stack["api_url"], (home / "api-token").read_text().strip()
-        deadline = began + args.deadline_s
         for item in args.problem:
-            name, _, count = item.partition(":")
+            name, count, *limit = item.split(":")
+            deadline = min(began + args.deadline_s, time.monotonic() + float(limit[0])) if limit else \
+                began + args.deadline_s
             body = {"problem": name, "goal": {"speedup": 5.0}, "budget": {"iterations": int(count or 2), "hours": 1},
                     "proposer": {"kind": "search"}, "candidates_per_iteration": args.candidates}
             created = http("POST", f"{api}/runs", token, body)
@@ -139,6 +163,7 @@ def main() -> int:
             followed = follow(api, token, home, created["id"], args.kill_worker == name, deadline, log)
             attempts = http("GET", f"{api}/runs/{created['id']}/attempts?limit=500", token)
             followed["attempts"] = attempts["data"]
+            followed["reports"] = report_phases(home, followed["attempts"])
             followed["segments"] = asyncio.run(segments(stack["temporal_address"], created["id"]))
             run = followed["run"]
             log(f"  {created['id']}: {run['status']} ({run['stop_reason']}) in {run['followed_s']} s, best "
