@@ -25,14 +25,20 @@ def _fla_chunk_kda() -> Callable[..., Any]:
 def baselines(device: str) -> dict[str, Callable[..., Any]]:
     """Label -> ``fn(q, k, v, g, beta, scale)``; the first entry is the primary baseline.
 
-    On CUDA with ``fla`` importable: ``{"fla": chunk_kda}`` (warm it up before timing, it
-    autotunes on first call). Otherwise ``{"reference": kda_reference}``.
+    On CUDA: ``{"fla": chunk_kda}`` (warm it up before timing, it autotunes on first call);
+    without ``fla`` importable this raises, so that no GPU speedup is ever measured against the
+    float64 reference by accident (seen on the H200: a referee that could not import FLA timed
+    the reference, 361 ms a call, and a seed looked 87x faster). On the CPU:
+    ``{"reference": kda_reference}``.
     """
     if str(device).startswith("cuda"):
         try:
             return {"fla": _fla_chunk_kda()}
-        except ImportError:
-            pass
+        except ImportError as error:
+            raise ImportError(
+                f"the kda baseline is FLA's chunk_kda, and it cannot be imported here ({error}): install it into "
+                "the Python that runs the judge, e.g. pip install 'fla-core==0.6.0' einops (the judge's processes "
+                "run `python -I`, so PYTHONPATH does not reach them)") from error
     from kernels.kda.reference import kda_reference
 
     return {"reference": kda_reference}

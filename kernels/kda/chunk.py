@@ -21,15 +21,20 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
 Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, within
 sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). Between sub-chunks a is the first
 token of the query's sub-chunk, so both factors are <= 1. Inside a sub-chunk a is its first
-token, so the key factor is at most e^(15 x 5) = e^75 for gates >= -5, inside fp32. An
-anchor never lies after the query, so future tokens cannot reach earlier outputs.
+token, so the key factor is at most e^(15 x 5) = e^75 for gates >= -5, inside fp32. Where a
+tile's in-sub-chunk span exceeds ``SAFE_SPAN`` (unbounded gates: masked gates, strong decay,
+the Kimi model's -exp(A_log) softplus(.) gates), that tile's diagonal blocks are formed
+column by column with e^(G_r - G_c) <= 1 directly: slower, exact, never inf. Everything else
+(off-diagonal blocks, W, U, the scan) only ever takes e^x with x <= 0. An anchor never lies
+after the query, so future tokens cannot reach earlier outputs.
 
 The inverse: the diagonal 16 x 16 blocks of I + A_kk are inverted by forward substitution
 (all blocks at once), giving the block-diagonal D^-1; with L the strictly block-lower part,
 N = D^-1 L is nilpotent of order NC = BT / 16, so M = sum_{j < NC} (-N)^j D^-1, evaluated as
 T <- D^-1 - N T, NC - 1 times.
 
-The host code only allocates and launches: no torch arithmetic.
+The host code only allocates and launches, except for packed sequences (``cu_seqlens``),
+where it reads the offsets once and builds the chunk tables, as FLA does.
 """
 
 import torch
@@ -52,31 +57,54 @@ CONFIG = {
 }
 
 SUB_CHUNK = 16
+# The largest in-sub-chunk decay span (nats) the factored diagonal blocks take: e^80 = 5.5e34 and
+# e^-80 = 1.8e-35 are normal fp32 numbers. Gates >= -5 span at most 75 (15 steps); beyond it a
+# chunk's tile takes the exact column-by-column form (``_prepare_*_kernel``), decided per tile on
+# the GPU: no host synchronisation, no silent inf.
+SAFE_SPAN: tl.constexpr = 80.0
+
+
+@triton.jit
+def _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN: tl.constexpr):
+    """Which sequence the program's chunk belongs to and where it lies: (chunk index i_c over all
+    sequences, head i_h, chunk index in its sequence i_t, first token row bos, sequence length)."""
+    i_c = tl.program_id(0).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    if IS_VARLEN:
+        i_n = tl.load(chunk_seq_ptr + i_c).to(tl.int64)
+        i_t = tl.load(chunk_local_ptr + i_c).to(tl.int64)
+        bos = tl.load(cu_ptr + i_n).to(tl.int64)
+        seq_len = tl.load(cu_ptr + i_n + 1).to(tl.int64) - bos
+    else:
+        i_n = i_c // NTS
+        i_t = i_c % NTS
+        bos = i_n * T
+        seq_len = T + 0 * i_n
+    return i_c, i_h, i_t, bos, seq_len
 
 
 # Lengths and head counts vary per call: not specialized, so one compile serves every shape.
-@triton.jit(do_not_specialize=["T", "NT", "H"])
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _prepare_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    scale, T, NT, H,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr,
+    scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    i_t = tl.program_id(0).to(tl.int64)
-    i_bh = tl.program_id(1).to(tl.int64)
-    i_b = i_bh // H
-    i_h = i_bh % H
-    in_base = i_b * T * H * D + i_h * D
-    # Intermediates are [B, H, NT * BT, ...]: each head's chunks lie one after another.
-    chunk_row0 = i_bh * NT * BT + i_t * BT
+    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    in_base = (bos * H + i_h) * D
+    # Intermediates are [H, NT * BT, ...] over all NT chunks of all sequences: each sequence's
+    # chunks lie one after another for each head.
+    chunk_row0 = (i_h * NT + i_c) * BT
 
     # 3D views [NC, BC, BK]: sub-chunk n, row i in it, channel d of the current tile.
     n3 = tl.arange(0, NC)[:, None, None]
     i3 = tl.arange(0, BC)[None, :, None]
     j3 = tl.arange(0, BC)[None, None, :]
     rows3 = i_t * BT + n3 * BC + i3
-    valid3 = rows3 < T
+    valid3 = rows3 < seq_len
     nn = tl.arange(0, NC)[:, None, None]
     mm = tl.arange(0, NC)[None, :, None]
     # 4D views [NC, BC, NC, BC] of a [BT, BT] matrix: (query sub-chunk, row, key sub-chunk, row).
@@ -91,9 +119,10 @@ def _prepare_kernel(
     for kd in range(0, D, BK):
         d3 = kd + tl.arange(0, BK)[None, None, :]
         offs3 = in_base + rows3 * H * D + d3
-        q3 = tl.load(q_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
-        k3 = tl.load(k_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
-        g3 = tl.load(g_ptr + offs3, mask=valid3, other=0.0).to(tl.float32)
+        load3 = valid3 & (d3 < D)
+        q3 = tl.load(q_ptr + offs3, mask=load3, other=0.0).to(tl.float32)
+        k3 = tl.load(k_ptr + offs3, mask=load3, other=0.0).to(tl.float32)
+        g3 = tl.load(g_ptr + offs3, mask=load3, other=0.0).to(tl.float32)
         # In-chunk cumulative gates: within each sub-chunk, plus the sum of the earlier ones.
         totals = tl.sum(g3, axis=1)  # [NC, BK]
         prefix = tl.cumsum(totals, axis=0) - totals  # exclusive
@@ -102,32 +131,45 @@ def _prepare_kernel(
         to_anchor = tl.exp(G3 - G_anchor)  # <= 1
         q_t = q3 * to_anchor * scale
         k_t = k3 * to_anchor
-        k_hat = k3 * tl.exp(G_anchor - G3)  # >= 1, bounded by the sub-chunk span
-        # Diagonal blocks: [NC, BC, BK] @ [NC, BK, BC] -> [NC, BC, BC]
-        a_kk = tl.dot(k_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
-        a_qk = tl.dot(q_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+        span = tl.max(tl.max(tl.max(G_anchor - G3, axis=2), axis=1), axis=0)  # as in the flat kernel
+        if span <= SAFE_SPAN:
+            k_hat = k3 * tl.exp(G_anchor - G3)  # >= 1, at most e^span
+            # Diagonal blocks: [NC, BC, BK] @ [NC, BK, BC] -> [NC, BC, BC]
+            a_kk = tl.dot(k_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+            a_qk = tl.dot(q_t, tl.permute(k_hat, (0, 2, 1)), input_precision=PRECISION)
+        else:
+            # Unbounded gates: column j of every diagonal block at once, e^(G_i - G_j) <= 1.
+            a_kk = tl.zeros([NC, BC, BC], dtype=tl.float32)
+            a_qk = tl.zeros([NC, BC, BC], dtype=tl.float32)
+            for j in tl.static_range(BC):
+                here = i3 == j
+                k_j = tl.sum(tl.where(here, k3, 0.0), axis=1)[:, None, :]  # [NC, 1, BK]
+                G_j = tl.sum(tl.where(here, G3, 0.0), axis=1)[:, None, :]
+                decay = tl.where(i3 >= j, tl.exp(tl.minimum(G3 - G_j, 0.0)), 0.0)  # [NC, BC, BK]
+                a_kk += tl.where(j3 == j, tl.sum(k3 * k_j * decay, axis=2)[:, :, None], 0.0)
+                a_qk += tl.where(j3 == j, tl.sum(q3 * k_j * decay, axis=2)[:, :, None] * scale, 0.0)
         a_kk4 += tl.where(n4 == m4, a_kk[:, :, None, :], 0.0)
         a_qk4 += tl.where(n4 == m4, a_qk[:, :, None, :], 0.0)
         # Blocks (n, n - delta): keys of sub-chunk n - delta, anchored at the first row of the
         # query sub-chunk n, so both factors are <= 1.
         for delta in tl.static_range(1, NC):
             key_rows3 = rows3 - delta * BC
-            key_valid3 = (n3 >= delta) & (key_rows3 < T)
+            key_valid3 = (n3 >= delta) & (key_rows3 < seq_len) & (d3 < D)
             key_offs3 = in_base + key_rows3 * H * D + d3
             k_s = tl.load(k_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
             g_s = tl.load(g_ptr + key_offs3, mask=key_valid3, other=0.0).to(tl.float32)
             # prefix of sub-chunk n - delta moved to slot n: [NC, NC, BK] select-and-sum
             prefix_s = tl.sum(tl.where(nn - delta == mm, prefix[None, :, :], 0.0), axis=1)
             G_s = tl.cumsum(g_s, axis=1) + prefix_s[:, None, :]
-            k_f = tl.where(key_valid3, k_s * tl.exp(G_anchor - G_s), 0.0)
+            k_f = tl.where(key_valid3, k_s * tl.exp(tl.minimum(G_anchor - G_s, 0.0)), 0.0)
             a_kk = tl.dot(k_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
             a_qk = tl.dot(q_t, tl.permute(k_f, (0, 2, 1)), input_precision=PRECISION)
             a_kk4 += tl.where(m4 == n4 - delta, a_kk[:, :, None, :], 0.0)
             a_qk4 += tl.where(m4 == n4 - delta, a_qk[:, :, None, :], 0.0)
 
-    beta_base = i_b * T * H + i_h
+    beta_base = bos * H + i_h
     rows4 = i_t * BT + n4 * BC + i4
-    b4 = tl.load(beta_ptr + beta_base + rows4 * H, mask=rows4 < T, other=0.0).to(tl.float32)  # [NC, BC, 1, 1]
+    b4 = tl.load(beta_ptr + beta_base + rows4 * H, mask=rows4 < seq_len, other=0.0).to(tl.float32)  # [NC, BC, 1, 1]
     same4 = n4 == m4
     a_qk4 = tl.where((n4 > m4) | (same4 & (i4 >= j4)), a_qk4, 0.0)
     aqk_offs = (chunk_row0 + tl.arange(0, BT)[:, None]) * BT + tl.arange(0, BT)[None, :]
@@ -151,18 +193,18 @@ def _prepare_kernel(
         m_inv = d_inv_full - tl.dot(nil, m_inv, input_precision=PRECISION)
 
     rows2 = i_t * BT + tl.arange(0, BT)[:, None]
-    valid2 = rows2 < T
+    valid2 = rows2 < seq_len
     b2 = tl.load(beta_ptr + beta_base + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
     _store_scan_inputs(
         m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-        in_base, chunk_row0, rows2, valid2, scale, i_bh, i_t, NT, H, D, BK, BT, PRECISION,
+        in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, D, BK, BT, PRECISION,
     )
 
 
 @triton.jit
 def _store_scan_inputs(
     m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-    in_base, chunk_row0, rows2, valid2, scale, i_bh, i_t, NT, H,
+    in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr,
 ):
     """Over channel tiles: W = M (beta e^G k), U = M (beta v), and what the scan needs besides:
@@ -172,55 +214,57 @@ def _store_scan_inputs(
     for kd in range(0, D, BK):
         d2 = kd + tl.arange(0, BK)[None, :]
         offs2 = in_base + rows2 * H * D + d2
-        q2 = tl.load(q_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
-        g2 = tl.load(g_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
-        v2 = tl.load(v_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
+        load2 = valid2 & (d2 < D)
+        q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+        k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+        g2 = tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+        v2 = tl.load(v_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
         G2 = tl.cumsum(g2, axis=0)
         G_last = tl.sum(tl.where(last2, G2, 0.0), axis=0)  # [BK]
         decay2 = tl.exp(G2)
         w = tl.dot(m_inv, k2 * decay2 * b2, input_precision=PRECISION)
         u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
         out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
-        tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty))
-        tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty))
-        tl.store(qg_ptr + out2, (q2 * decay2 * scale).to(qg_ptr.dtype.element_ty))
-        tl.store(kg_ptr + out2, (k2 * tl.exp(G_last[None, :] - G2)).to(kg_ptr.dtype.element_ty))
-        tl.store(decay_ptr + (i_bh * NT + i_t) * D + kd + tl.arange(0, BK), tl.exp(G_last))
+        d_ok = d2 < D
+        tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(u_ptr + out2, u.to(u_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(qg_ptr + out2, (q2 * decay2 * scale).to(qg_ptr.dtype.element_ty), mask=d_ok)
+        tl.store(kg_ptr + out2, (k2 * tl.exp(G_last[None, :] - G2)).to(kg_ptr.dtype.element_ty), mask=d_ok)
+        d1 = kd + tl.arange(0, BK)
+        tl.store(decay_ptr + (i_h * NT + i_c) * D + d1, tl.exp(G_last), mask=d1 < D)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "H"])
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _prepare_flat_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    scale, T, NT, H,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr,
+    scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
-    LOG2_BT: tl.constexpr, PRECISION: tl.constexpr,
+    LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     """The same outputs as ``_prepare_kernel`` from 2D tiles only: each anchor gets its own
     [BT, BK] @ [BK, BT] product (NC-fold redundant work on the tensor cores instead of 3D and
     4D layouts), and M = (I + A)^-1 = prod_k (I + (-A)^(2^k)), exact because A^BT = 0."""
-    i_t = tl.program_id(0).to(tl.int64)
-    i_bh = tl.program_id(1).to(tl.int64)
-    i_b = i_bh // H
-    i_h = i_bh % H
-    in_base = i_b * T * H * D + i_h * D
-    chunk_row0 = i_bh * NT * BT + i_t * BT
+    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    in_base = (bos * H + i_h) * D
+    chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
     c2 = tl.arange(0, BT)[None, :]
     block_r = r2 // BC
     block_c = c2 // BC
     rows2 = i_t * BT + r2
-    valid2 = rows2 < T
+    valid2 = rows2 < seq_len
     a_kk = tl.zeros([BT, BT], dtype=tl.float32)
     a_qk = tl.zeros([BT, BT], dtype=tl.float32)
 
     for kd in range(0, D, BK):
         d2 = kd + tl.arange(0, BK)[None, :]
         offs2 = in_base + rows2 * H * D + d2
-        q2 = tl.load(q_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + offs2, mask=valid2, other=0.0).to(tl.float32)
-        G2 = tl.cumsum(tl.load(g_ptr + offs2, mask=valid2, other=0.0).to(tl.float32), axis=0)
+        load2 = valid2 & (d2 < D)
+        q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+        k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+        G2 = tl.cumsum(tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32), axis=0)
         # Each row's anchor: the first row of its sub-chunk.
         G_anchor = tl.zeros([BT, BK], dtype=tl.float32)
         for n in tl.static_range(NC):
@@ -228,19 +272,35 @@ def _prepare_flat_kernel(
         to_anchor = tl.exp(G2 - G_anchor)  # <= 1
         q_t = q2 * to_anchor * scale
         k_t = k2 * to_anchor
-        k_hat = k2 * tl.exp(G_anchor - G2)  # >= 1, bounded by the sub-chunk span
-        same = block_r == block_c
-        a_kk += tl.where(same, tl.dot(k_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
-        a_qk += tl.where(same, tl.dot(q_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
+        # The largest decay span inside a sub-chunk of this tile: the factored diagonal blocks
+        # are exact only while e^span and e^-span are normal fp32 numbers.
+        span = tl.max(tl.max(G_anchor - G2, axis=1), axis=0)
+        if span <= SAFE_SPAN:
+            k_hat = k2 * tl.exp(G_anchor - G2)  # >= 1, at most e^span
+            same = block_r == block_c
+            a_kk += tl.where(same, tl.dot(k_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
+            a_qk += tl.where(same, tl.dot(q_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
+        else:
+            # Unbounded gates: the diagonal blocks column by column, with e^(G_r - G_c) <= 1
+            # formed directly for each key c, so nothing overflows however strong the decay.
+            for c in tl.static_range(BT):
+                here = r2 == c
+                k_c = tl.sum(tl.where(here, k2, 0.0), axis=0)[None, :]  # [1, BK]
+                G_c = tl.sum(tl.where(here, G2, 0.0), axis=0)[None, :]
+                keep = (block_r == c // BC) & (r2 >= c)
+                decay = tl.where(keep, tl.exp(tl.minimum(G2 - G_c, 0.0)), 0.0)  # [BT, BK]
+                a_kk += tl.where(c2 == c, tl.sum(k2 * k_c * decay, axis=1)[:, None], 0.0)
+                a_qk += tl.where(c2 == c, tl.sum(q2 * k_c * decay, axis=1)[:, None] * scale, 0.0)
         # Sub-chunk n against every earlier key, anchored at n's first row: factors <= 1.
         for n in tl.static_range(1, NC):
             anchor = tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :]
-            k_f = tl.where(r2 < n * BC, k2 * tl.exp(anchor - G2), 0.0)
+            # Rows at or after the anchor are masked out; the minimum keeps their (unused) factor finite.
+            k_f = tl.where(r2 < n * BC, k2 * tl.exp(tl.minimum(anchor - G2, 0.0)), 0.0)
             rows_n = (block_r == n) & (c2 < n * BC)
             a_kk += tl.where(rows_n, tl.dot(k_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
             a_qk += tl.where(rows_n, tl.dot(q_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
 
-    beta_base = i_b * T * H + i_h
+    beta_base = bos * H + i_h
     b2 = tl.load(beta_ptr + beta_base + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
     a_qk = tl.where(c2 <= r2, a_qk, 0.0)
     tl.store(aqk_ptr + (chunk_row0 + r2) * BT + c2, a_qk.to(aqk_ptr.dtype.element_ty))
@@ -252,51 +312,76 @@ def _prepare_flat_kernel(
         m_inv = m_inv + tl.dot(m_inv, power, input_precision=PRECISION)
     _store_scan_inputs(
         m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-        in_base, chunk_row0, rows2, valid2, scale, i_bh, i_t, NT, H, D, BK, BT, PRECISION,
+        in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, D, BK, BT, PRECISION,
     )
 
 
-@triton.jit(do_not_specialize=["T", "NT", "H"])
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _scan_kernel(
-    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr,
-    T, NT, H,
-    D: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
-    PRECISION: tl.constexpr,
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, h0_ptr, ht_ptr,
+    cu_ptr, chunk_offsets_ptr,
+    T, NT, NTS, H,
+    D: tl.constexpr, DP: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, HAS_H0: tl.constexpr, STORE_HT: tl.constexpr,
 ):
+    """One program per (value tile, sequence x head): the state [D, BV] in registers, sequential
+    over the sequence's chunks; D is padded to DP (a power of two) with masked channels."""
     i_v = tl.program_id(0)
-    i_bh = tl.program_id(1).to(tl.int64)
-    i_b = i_bh // H
-    i_h = i_bh % H
+    i_nh = tl.program_id(1).to(tl.int64)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    if IS_VARLEN:
+        bos = tl.load(cu_ptr + i_n).to(tl.int64)
+        seq_len = tl.load(cu_ptr + i_n + 1).to(tl.int64) - bos
+        first = tl.load(chunk_offsets_ptr + i_n).to(tl.int64)
+        count = tl.load(chunk_offsets_ptr + i_n + 1).to(tl.int64) - first
+    else:
+        bos = i_n * T
+        seq_len = T + 0 * i_n
+        first = i_n * NTS
+        count = NTS + 0 * i_n
     dot_dtype = w_ptr.dtype.element_ty
     rows = tl.arange(0, BT)
-    dk = tl.arange(0, D)
+    dk = tl.arange(0, DP)
     dv = i_v * BV + tl.arange(0, BV)
-    o_base = i_b * T * H * D + i_h * D
-    state = tl.zeros([D, BV], dtype=tl.float32)
-    for i_t in range(NT):
-        row0 = (i_bh * NT + i_t) * BT
+    k_ok = dk < D
+    v_ok = dv < D
+    o_base = (bos * H + i_h) * D
+    state_offs = ((i_n * H + i_h) * D + dk[:, None]) * D + dv[None, :]
+    state_ok = k_ok[:, None] & v_ok[None, :]
+    state = tl.zeros([DP, BV], dtype=tl.float32)
+    if HAS_H0:
+        state = tl.load(h0_ptr + state_offs, mask=state_ok, other=0.0).to(tl.float32)
+    for j in range(count):
+        i_c = first + j
+        row0 = (i_h * NT + i_c) * BT
         offs_k = (row0 + rows[:, None]) * D + dk[None, :]
-        w = tl.load(w_ptr + offs_k)  # [BT, D]
-        qg = tl.load(qg_ptr + offs_k)  # [BT, D]
-        kg = tl.load(kg_ptr + offs_k)  # [BT, D]
-        u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :]).to(tl.float32)  # [BT, BV]
+        w = tl.load(w_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+        qg = tl.load(qg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+        kg = tl.load(kg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+        u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :], mask=v_ok[None, :], other=0.0).to(tl.float32)
         a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
-        decay = tl.load(decay_ptr + (i_bh * NT + i_t) * D + dk)  # [D]
+        decay = tl.load(decay_ptr + (i_h * NT + i_c) * D + dk, mask=k_ok, other=0.0)  # [DP]
 
         state_d = state.to(dot_dtype)
-        # [BT, D] @ [D, BV] -> [BT, BV]
+        # [BT, DP] @ [DP, BV] -> [BT, BV]
         v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
         v_new_d = v_new.to(dot_dtype)
         out = tl.dot(qg, state_d, input_precision=PRECISION)
         out = tl.dot(a_qk, v_new_d, acc=out, input_precision=PRECISION)
-        t_rows = i_t * BT + rows
+        t_rows = j * BT + rows
         tl.store(
             o_ptr + o_base + t_rows[:, None] * H * D + dv[None, :],
             out.to(o_ptr.dtype.element_ty),
-            mask=t_rows[:, None] < T,
+            mask=(t_rows[:, None] < seq_len) & v_ok[None, :],
         )
-        # [D, BT] @ [BT, BV] -> [D, BV]
+        # [DP, BT] @ [BT, BV] -> [DP, BV]
         state = state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
+    if STORE_HT:
+        tl.store(ht_ptr + state_offs, state, mask=state_ok)
+
+
+MAX_HEAD_DIM = 256
 
 
 def _check_inputs(q, k, v, g, beta) -> None:
@@ -308,8 +393,8 @@ def _check_inputs(q, k, v, g, beta) -> None:
     if tuple(beta.shape) != tuple(q.shape[:3]):
         raise ValueError(f"beta must be [B, T, H] = {tuple(q.shape[:3])}, got {tuple(beta.shape)}")
     dim = q.shape[3]
-    if dim < 16 or dim > 256 or dim & (dim - 1):
-        raise ValueError(f"head dim D must be a power of two in [16, 256], got {dim}")
+    if dim < 1 or dim > MAX_HEAD_DIM:
+        raise ValueError(f"head dim D must be in [1, {MAX_HEAD_DIM}], got {dim}")
     if q.dtype not in (torch.bfloat16, torch.float16, torch.float32):
         raise ValueError(f"q must be bfloat16, float16 or float32, got {q.dtype}")
     for name, x in (("k", k), ("v", v)):
@@ -322,60 +407,133 @@ def _check_inputs(q, k, v, g, beta) -> None:
             raise ValueError(f"{name} is on {x.device}, q on {q.device}")
 
 
-def _prepare(q, k, v, g, beta, scale):
+class _Layout:
+    """Where each chunk lies: N sequences (the B rows, or the packed sequences of
+    ``cu_seqlens``), NT chunks over all of them, NTS chunks per sequence when they are equal.
+
+    With ``cu_seqlens`` the chunk tables are built on the host from its values (one device to
+    host copy), as FLA does: each chunk's sequence and index in it, each sequence's first chunk."""
+
+    def __init__(self, q, cu_seqlens, chunk: int) -> None:
+        batch, seq = q.shape[0], q.shape[1]
+        self.varlen = cu_seqlens is not None
+        device = q.device
+        if not self.varlen:
+            self.sequences, self.per_sequence = batch, triton.cdiv(seq, chunk)
+            self.chunks = batch * self.per_sequence
+            self.cu = self.chunk_seq = self.chunk_local = self.chunk_offsets = q.new_empty(1, dtype=torch.int32)
+            return
+        if batch != 1:
+            raise ValueError(f"with cu_seqlens the batch must be 1 (sequences packed along T), got B = {batch}")
+        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2 or cu_seqlens.dtype not in (torch.int32, torch.int64):
+            raise ValueError(f"cu_seqlens must be a 1-D int32/int64 tensor of N + 1 >= 2 offsets, got "
+                             f"{tuple(cu_seqlens.shape)} {cu_seqlens.dtype}")
+        if cu_seqlens.device != device:
+            raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, q on {device}")
+        offsets = [int(x) for x in cu_seqlens.tolist()]
+        if offsets[0] != 0 or offsets[-1] != seq or any(b < a for a, b in zip(offsets, offsets[1:])):
+            raise ValueError(f"cu_seqlens must start at 0, end at T = {seq} and never decrease, got "
+                             f"{offsets[:4]}{'...' if len(offsets) > 4 else ''} ending at {offsets[-1]}")
+        counts = [triton.cdiv(b - a, chunk) for a, b in zip(offsets, offsets[1:])]
+        firsts = [0]
+        for n in counts:
+            firsts.append(firsts[-1] + n)
+        self.sequences, self.per_sequence, self.chunks = len(counts), 0, firsts[-1]
+        self.cu = cu_seqlens.to(torch.int32)
+        self.chunk_offsets = torch.tensor(firsts, dtype=torch.int32, device=device)
+        table = [(n, j) for n, c in enumerate(counts) for j in range(c)] or [(0, 0)]
+        both = torch.tensor(table, dtype=torch.int32, device=device)
+        self.chunk_seq, self.chunk_local = both[:, 0].contiguous(), both[:, 1].contiguous()
+
+
+def _padded_dim(dim: int) -> int:
+    """The power of two (at least 16, for the tensor cores) the kernels tile D with."""
+    return max(16, triton.next_power_of_2(dim))
+
+
+def _prepare(q, k, v, g, beta, scale, layout: _Layout):
     """Launch the preparation kernel; returns the intermediates the scan reads."""
-    batch, seq, heads, dim = q.shape
+    _, seq, heads, dim = q.shape
     chunk = CONFIG["chunk"]
     if chunk % SUB_CHUNK or chunk > 64:
         raise ValueError(f"chunk must be 16, 32 or 64, got {chunk}")
-    n_chunks = triton.cdiv(seq, chunk)
     inter_dtype = q.dtype if CONFIG["inter_dtype"] == "input" else getattr(torch, CONFIG["inter_dtype"])
-    padded = (batch, heads, n_chunks * chunk)
-    w = torch.empty(*padded, dim, dtype=inter_dtype, device=q.device)
+    rows = (heads, layout.chunks * chunk)
+    w = torch.empty(*rows, dim, dtype=inter_dtype, device=q.device)
     u = torch.empty_like(w)
     qg = torch.empty_like(w)
     kg = torch.empty_like(w)
-    a_qk = torch.empty(*padded, chunk, dtype=inter_dtype, device=q.device)
-    decay = torch.empty(batch, heads, n_chunks, dim, dtype=torch.float32, device=q.device)
-    shape_args = dict(D=dim, BK=min(CONFIG["prep_block_k"], dim), BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK)
+    a_qk = torch.empty(*rows, chunk, dtype=inter_dtype, device=q.device)
+    decay = torch.empty(heads, layout.chunks, dim, dtype=torch.float32, device=q.device)
+    intermediates = (w, u, qg, kg, a_qk, decay)
+    if layout.chunks == 0:
+        return intermediates
+    block_k = min(CONFIG["prep_block_k"], _padded_dim(dim))
+    shape_args = dict(D=dim, BK=block_k, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK)
     launch_args = dict(num_warps=CONFIG["prep_num_warps"], num_stages=CONFIG["prep_num_stages"])
-    buffers = (q, k, v, g, beta, w, u, qg, kg, a_qk, decay, scale, seq, n_chunks, heads)
+    buffers = (q, k, v, g, beta, *intermediates, layout.cu, layout.chunk_seq, layout.chunk_local,
+               scale, seq, layout.chunks, layout.per_sequence, heads)
+    grid = (layout.chunks, heads)
     if CONFIG["prep_variant"] == "flat":
-        _prepare_flat_kernel[(n_chunks, batch * heads)](
-            *buffers, **shape_args, LOG2_BT=chunk.bit_length() - 1, PRECISION=CONFIG["prep_precision"], **launch_args
+        _prepare_flat_kernel[grid](
+            *buffers, **shape_args, LOG2_BT=chunk.bit_length() - 1, PRECISION=CONFIG["prep_precision"],
+            IS_VARLEN=layout.varlen, **launch_args
         )
     else:
-        _prepare_kernel[(n_chunks, batch * heads)](
-            *buffers, **shape_args, PRECISION=CONFIG["prep_precision"], **launch_args
+        _prepare_kernel[grid](
+            *buffers, **shape_args, PRECISION=CONFIG["prep_precision"], IS_VARLEN=layout.varlen, **launch_args
         )
-    return w, u, qg, kg, a_qk, decay
+    return intermediates
 
 
-def _scan(q, intermediates):
-    """Launch the state scan over the intermediates; returns o shaped and typed like q."""
-    batch, seq, heads, dim = q.shape
+def _scan(q, intermediates, layout: _Layout, initial_state, output_final_state: bool):
+    """Launch the state scan over the intermediates; returns o (shaped and typed like q) and the
+    final state [N, H, D, D] fp32, or None."""
+    _, seq, heads, dim = q.shape
     w, u, qg, kg, a_qk, decay = intermediates
-    chunk = CONFIG["chunk"]
-    block_v = min(CONFIG["scan_block_v"], dim)
+    padded = _padded_dim(dim)
+    block_v = min(CONFIG["scan_block_v"], padded)
     out = torch.empty_like(q)
-    _scan_kernel[(triton.cdiv(dim, block_v), batch * heads)](
+    final = torch.empty(layout.sequences, heads, dim, dim, dtype=torch.float32, device=q.device) \
+        if output_final_state else None
+    if layout.sequences == 0 or heads == 0:
+        return out, final
+    _scan_kernel[(triton.cdiv(dim, block_v), layout.sequences * heads)](
         w, u, qg, kg, a_qk, decay, out,
-        seq, triton.cdiv(seq, chunk), heads,
-        D=dim, BT=chunk, BV=block_v,
-        PRECISION=CONFIG["scan_precision"],
+        initial_state if initial_state is not None else decay, final if final is not None else decay,
+        layout.cu, layout.chunk_offsets,
+        seq, layout.chunks, layout.per_sequence, heads,
+        D=dim, DP=padded, BT=CONFIG["chunk"], BV=block_v,
+        PRECISION=CONFIG["scan_precision"], IS_VARLEN=layout.varlen,
+        HAS_H0=initial_state is not None, STORE_HT=final is not None,
         num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"],
     )
-    return out
+    return out, final
 
 
-def kda_forward(q, k, v, g, beta, scale=None):
-    """KDA forward. q, k, v: [B, T, H, D] (bf16, fp16 or fp32), g: [B, T, H, D] log-decay
-    (<= 0, fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5).
-    Returns o [B, T, H, D] in q's dtype. The state starts at zero.
+def kda_forward(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
+    """KDA forward with FLA's ``chunk_kda`` forward interface.
+
+    q, k, v: [B, T, H, D] (bf16, fp16 or fp32; any D up to 256), g: [B, T, H, D] log-decay
+    (<= 0, any magnitude; fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5),
+    initial_state: [N, H, D, D] (keys x values; fp32 recommended) or None (zeros),
+    cu_seqlens: None, or [N + 1] int32/int64 offsets of N sequences packed along T (then B = 1;
+    FLA's varlen form, read on the host once). N is B without cu_seqlens.
+    Returns o [B, T, H, D] in q's dtype, or ``(o, final_state [N, H, D, D] fp32)`` when
+    ``output_final_state``.
     """
     _check_inputs(q, k, v, g, beta)
     scale = q.shape[3] ** -0.5 if scale is None else float(scale)
-    return _scan(q, _prepare(q, k, v, g, beta, scale))
+    layout = _Layout(q, cu_seqlens, CONFIG["chunk"])
+    if initial_state is not None:
+        expected = (layout.sequences, q.shape[2], q.shape[3], q.shape[3])
+        if tuple(initial_state.shape) != expected:
+            raise ValueError(f"initial_state must be [N, H, D, D] = {expected}, got {tuple(initial_state.shape)}")
+        if initial_state.device != q.device or not initial_state.is_contiguous():
+            raise ValueError(f"initial_state must be contiguous and on {q.device}, got {initial_state.device}, "
+                             f"strides {tuple(initial_state.stride())}")
+    out, final = _scan(q, _prepare(q, k, v, g, beta, scale, layout), layout, initial_state, output_final_state)
+    return (out, final) if output_final_state else out
 
 
 def kernel(q, k, v, g, beta, scale):

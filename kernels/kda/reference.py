@@ -23,6 +23,32 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, b
         raise ValueError(f"beta must be [B, T, H] = {tuple(q.shape[:3])}, got {tuple(beta.shape)}")
 
 
+def _check_state(q: torch.Tensor, initial_state: torch.Tensor | None, sequences: int) -> None:
+    dim, heads = q.shape[3], q.shape[2]
+    if initial_state is not None and tuple(initial_state.shape) != (sequences, heads, dim, dim):
+        raise ValueError(f"initial_state must be [N, H, D, D] = {(sequences, heads, dim, dim)}, "
+                         f"got {tuple(initial_state.shape)}")
+
+
+def sequence_bounds(q: torch.Tensor, cu_seqlens: torch.Tensor | None) -> list[tuple[int, int]]:
+    """[(begin, end)] of each sequence along T: the B rows of q, or with ``cu_seqlens`` [N + 1]
+    (FLA's packed form: q is [1, total, H, D], cu_seqlens[0] = 0, cu_seqlens[-1] = total,
+    non-decreasing) the N packed sequences. Raises with the numbers on anything else."""
+    batch, seq = q.shape[0], q.shape[1]
+    if cu_seqlens is None:
+        return [(0, seq)] * batch
+    if batch != 1:
+        raise ValueError(f"with cu_seqlens the batch must be 1 (sequences packed along T), got B = {batch}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2 or cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"cu_seqlens must be a 1-D int32/int64 tensor of N + 1 >= 2 offsets, got "
+                         f"{tuple(cu_seqlens.shape)} {cu_seqlens.dtype}")
+    offsets = [int(x) for x in cu_seqlens.tolist()]
+    if offsets[0] != 0 or offsets[-1] != seq or any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise ValueError(f"cu_seqlens must start at 0, end at T = {seq} and never decrease, got "
+                         f"{offsets[:4]}{'...' if len(offsets) > 4 else ''} ending at {offsets[-1]}")
+    return list(zip(offsets, offsets[1:]))
+
+
 def kda_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -30,9 +56,17 @@ def kda_reference(
     g: torch.Tensor,
     beta: torch.Tensor,
     scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
     method: str = "auto",
-) -> torch.Tensor:
-    """The KDA forward in float64. q, k, v, g: [B, T, H, D]; beta: [B, T, H] -> o [B, T, H, D] float32.
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The KDA forward in float64, with FLA's forward interface.
+
+    q, k, v, g: [B, T, H, D]; beta: [B, T, H]; ``initial_state`` [N, H, D, D] (keys x values),
+    N = B, or the number of packed sequences with ``cu_seqlens`` [N + 1] (then B = 1).
+    Returns o [B, T, H, D] float32, or ``(o, final_state [N, H, D, D] float32)`` when
+    ``output_final_state``.
 
     ``method``: "loop" is the token-by-token recurrence (``kda_loop_reference``), "chunked" the
     chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU (small
@@ -41,32 +75,48 @@ def kda_reference(
     """
     if method == "auto":
         method = "chunked" if q.is_cuda else "loop"
-    if method == "loop":
-        return kda_loop_reference(q, k, v, g, beta, scale)
-    if method == "chunked":
-        return kda_chunked_reference(q, k, v, g, beta, scale)
-    raise ValueError(f"method must be 'auto', 'loop' or 'chunked', got {method!r}")
+    if method not in ("loop", "chunked"):
+        raise ValueError(f"method must be 'auto', 'loop' or 'chunked', got {method!r}")
+    _check(q, k, v, g, beta)
+    one = kda_loop_reference if method == "loop" else kda_chunked_reference
+    if cu_seqlens is None:
+        return one(q, k, v, g, beta, scale, initial_state, output_final_state)
+    bounds = sequence_bounds(q, cu_seqlens)
+    _check_state(q, initial_state, len(bounds))
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    finals = []
+    for n, (begin, end) in enumerate(bounds):
+        part = [x[:, begin:end] for x in (q, k, v, g, beta)]
+        state = initial_state[n:n + 1] if initial_state is not None else None
+        o, final = one(*part, scale, state, True)
+        out[:, begin:end] = o
+        finals.append(final)
+    return (out, torch.cat(finals)) if output_final_state else out
 
 
 def kda_loop_reference(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float | None = None
-) -> torch.Tensor:
-    """The recurrence in float64. q, k, v, g: [B, T, H, D]; beta: [B, T, H] -> o [B, T, H, D] float32.
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float | None = None,
+    initial_state: torch.Tensor | None = None, output_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The recurrence in float64. q, k, v, g: [B, T, H, D]; beta: [B, T, H]; ``initial_state``
+    [B, H, D, D] -> o [B, T, H, D] float32 (and the final state [B, H, D, D] float32 when
+    ``output_final_state``).
 
     S_t = diag(exp(g_t)) S_{t-1};  S_t += beta_t k_t (v_t - S_t^T k_t)^T;  o_t = scale S_t^T q_t.
     """
     _check(q, k, v, g, beta)
     batch, seq, heads, dim = q.shape
+    _check_state(q, initial_state, batch)
     scale = dim**-0.5 if scale is None else float(scale)
     q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
-    state = q.new_zeros(batch, heads, dim, dim)
+    state = initial_state.double().clone() if initial_state is not None else q.new_zeros(batch, heads, dim, dim)
     out = q.new_empty(batch, seq, heads, dim)
     for t in range(seq):
         state = state * g[:, t].exp()[..., None]
         error = v[:, t] - torch.einsum("bhk,bhkv->bhv", k[:, t], state)
         state = state + torch.einsum("bhk,bhv->bhkv", beta[:, t, :, None] * k[:, t], error)
         out[:, t] = scale * torch.einsum("bhk,bhkv->bhv", q[:, t], state)
-    return out.float()
+    return (out.float(), state.float()) if output_final_state else out.float()
 
 
 # Bytes of the [chunks, C, C, D] decay tensor the chunked form builds at once (float64).
@@ -80,9 +130,11 @@ def kda_chunked_reference(
     g: torch.Tensor,
     beta: torch.Tensor,
     scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
     chunk: int = 32,
     slab_bytes: int = SLAB_BYTES,
-) -> torch.Tensor:
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The chunkwise closed form in float64, same signature as ``kda_loop_reference`` plus
     ``chunk`` (tokens per chunk) and ``slab_bytes`` (memory for the decay tensor at once).
 
@@ -100,6 +152,7 @@ def kda_chunked_reference(
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     batch, seq, heads, dim = q.shape
+    _check_state(q, initial_state, batch)
     scale = dim**-0.5 if scale is None else float(scale)
     n_chunks = -(-seq // chunk)
     padded = n_chunks * chunk
@@ -138,10 +191,14 @@ def kda_chunked_reference(
     g_last = gcum[:, :, :, -1]  # [B, H, NT, D]
     q_decayed = scale * gcum.exp() * qc
     k_to_end = (g_last[..., None, :] - gcum).exp() * kc
-    state = q.new_zeros(batch, heads, dim, dim, dtype=torch.float64)
+    if initial_state is not None:
+        state = initial_state.to(device=q.device, dtype=torch.float64).clone()
+    else:
+        state = q.new_zeros(batch, heads, dim, dim, dtype=torch.float64)
     out = torch.empty_like(vc)
     for n in range(n_chunks):
         v_new = u[:, :, n] - w[:, :, n] @ state
         out[:, :, n] = q_decayed[:, :, n] @ state + a_qk[:, :, n] @ v_new
         state = g_last[:, :, n, :, None].exp() * state + k_to_end[:, :, n].transpose(-1, -2) @ v_new
-    return out.reshape(batch, heads, padded, dim)[:, :, :seq].transpose(1, 2).float()
+    out = out.reshape(batch, heads, padded, dim)[:, :, :seq].transpose(1, 2).float()
+    return (out, state.float()) if output_final_state else out

@@ -142,6 +142,9 @@ def main() -> int:
         print(line, flush=True)
         lines.append(line)
 
+    # A `timeout` around this script sends SIGTERM: end through the finally below, so that what was
+    # measured is written (seen on the H200: a killed script returned nothing).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     env = dict(os.environ, MARATHON_HOME=str(home), PYTHONUNBUFFERED="1")
     up_log = open(home / "up.log", "w")
     began = time.monotonic()
@@ -170,12 +173,19 @@ def main() -> int:
                 f"{run['best_speedup']}, GPU busy {run.get('gpu_busy_fraction')}, timing {run.get('timing_fraction')}, "
                 f"{len(followed['attempts'])} attempts, segments {followed['segments']}")
             results["runs"].append(followed)
+            (out / "service_runs.json").write_text(json.dumps(results, indent=2, default=str))
     finally:
-        os.killpg(up.pid, signal.SIGINT)
+        try:
+            os.killpg(up.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
         try:
             up.wait(60)
         except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
+            try:
+                os.killpg(up.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         results["log"] = lines
         (out / "service_runs.json").write_text(json.dumps(results, indent=2, default=str))
         tail = (home / "up.log").read_text()[-20000:]

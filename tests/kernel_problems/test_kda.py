@@ -181,3 +181,19 @@ def test_package_exports_kda_forward_lazily():
     assert kernels.kda.kda_forward is chunk.kda_forward
     with pytest.raises(AttributeError):
         kernels.kda.no_such_name  # noqa: B018
+
+
+def test_gpu_baseline_refuses_to_fall_back_to_the_reference():
+    """Without FLA a GPU judgement must fail loudly, never time the float64 reference as the
+    baseline (a seed then looked 87x faster on the H200)."""
+    from kernels.kda.baseline import baselines
+
+    try:
+        import fla  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("fla is installed here")
+    with pytest.raises(ImportError, match=r"fla-core==0\.6\.0"):
+        baselines("cuda")
+    assert list(baselines("cpu")) == ["reference"]

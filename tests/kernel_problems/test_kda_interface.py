@@ -1,0 +1,120 @@
+"""kda_forward on every input FLA's chunk_kda forward accepts (interpreter, fp32 and fp16):
+unbounded gates as FLA's own tests and the Kimi model make them, head dims that are not powers
+of two, an initial state and the final state, packed sequences (cu_seqlens). Each case is
+checked against the float64 recurrence, for o and the final state; nothing may be inf or NaN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernels.kda import chunk
+from kernels.kda.reference import kda_reference
+
+FP32_BAR = 1e-4
+FLA_BAR = 5e-3  # FLA's own bar in tests/ops/test_kda.py (fp16/bf16 against the recurrence)
+
+
+def rel_rms(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def fla_style_inputs(batch, seq, heads, dim, gates: str, seed: int = 0, dtype=torch.float32):
+    """Inputs drawn as FLA's KDA tests draw them: normalized q and k, sigmoid beta, and gates
+    ``gates``: "normalizer" (logsigmoid(randn) / 0.1: down to about -48), "kimi"
+    (-exp(A_log) softplus(x + dt_bias), A_log = log U(1, 16): down to about -69) or "masked"
+    (logsigmoid(randn) with a third of the steps not decaying at all)."""
+    gen = torch.Generator().manual_seed(seed)
+    size = (batch, seq, heads, dim)
+    q = F.normalize(torch.randn(size, generator=gen), dim=-1)
+    k = F.normalize(torch.randn(size, generator=gen), dim=-1)
+    v = torch.randn(size, generator=gen)
+    raw = torch.randn(size, generator=gen)
+    if gates == "normalizer":
+        g = F.logsigmoid(raw) / 0.1
+    elif gates == "kimi":
+        a_log = torch.log(torch.empty(heads).uniform_(1, 16, generator=gen))
+        dt_bias = torch.randn(heads, dim, generator=gen)
+        g = -a_log.exp()[:, None] * F.softplus(raw + dt_bias)
+    elif gates == "masked":
+        g = F.logsigmoid(raw) * (torch.rand(size, generator=gen) > 1 / 3)
+    else:
+        raise ValueError(gates)
+    beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen))
+    return {"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "g": g.float(), "beta": beta.to(dtype),
+            "scale": dim ** -0.5}
+
+
+@pytest.fixture(params=["flat", "blocks"])
+def variant(request, monkeypatch):
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("gates", ["normalizer", "kimi", "masked"])
+def test_unbounded_gates_are_exact_and_finite(variant, gates):
+    inputs = fla_style_inputs(1, 70, 2, 32, gates, seed=1)
+    if gates != "masked":
+        assert float(inputs["g"].min()) < -30  # far outside the bounded problem's -5
+    h0 = torch.randn(1, 2, 32, 32, generator=torch.Generator().manual_seed(2)) * 0.1
+    out, final = chunk.kda_forward(**inputs, initial_state=h0, output_final_state=True)
+    ref, ref_final = kda_reference(**inputs, initial_state=h0, output_final_state=True)
+    assert torch.isfinite(out).all() and torch.isfinite(final).all()
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+
+
+@pytest.mark.parametrize("dim", [60, 100])
+def test_head_dims_that_are_not_powers_of_two(variant, dim):
+    inputs = fla_style_inputs(2, 37, 1, dim, "kimi", seed=3)
+    out, final = chunk.kda_forward(**inputs, output_final_state=True)
+    ref, ref_final = kda_reference(**inputs, output_final_state=True)
+    assert out.shape == inputs["q"].shape and final.shape == (2, 1, dim, dim)
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+
+
+def test_packed_sequences_with_states(variant):
+    # Lengths 1, 0, 33 and 36: a one-token sequence, an empty one, and chunk boundaries that
+    # fall inside sequences; each sequence starts from its own state.
+    lengths = [1, 0, 33, 36]
+    cu = torch.tensor([0, 1, 1, 34, 70], dtype=torch.int32)
+    inputs = fla_style_inputs(1, sum(lengths), 2, 32, "normalizer", seed=4)
+    h0 = torch.randn(len(lengths), 2, 32, 32, generator=torch.Generator().manual_seed(5)) * 0.1
+    out, final = chunk.kda_forward(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    ref, ref_final = kda_reference(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+    assert torch.equal(final[1], h0[1])  # an empty sequence hands its state through untouched
+    # Packing changes nothing: the last sequence alone gives the same output.
+    alone = {n: (x[:, 34:].contiguous() if torch.is_tensor(x) else x) for n, x in inputs.items()}
+    out_alone = chunk.kda_forward(**alone, initial_state=h0[3:].contiguous())
+    assert rel_rms(out[:, 34:], out_alone) < 1e-6
+
+
+def test_fp16_at_fla_bar():
+    inputs = fla_style_inputs(1, 64, 2, 64, "kimi", seed=6, dtype=torch.float16)
+    ref = kda_reference(**inputs)
+    out = chunk.kda_forward(**inputs)
+    assert out.dtype == torch.float16 and torch.isfinite(out).all()
+    assert rel_rms(out, ref) < FLA_BAR
+
+
+def test_returns_o_alone_unless_the_final_state_is_asked_for():
+    inputs = fla_style_inputs(1, 20, 1, 16, "masked", seed=7)
+    assert isinstance(chunk.kda_forward(**inputs), torch.Tensor)
+    out, final = chunk.kda_forward(**inputs, output_final_state=True)
+    assert final.dtype == torch.float32 and final.shape == (1, 1, 16, 16)
+
+
+def test_bad_interface_inputs_say_what_is_wrong():
+    inputs = fla_style_inputs(2, 10, 1, 16, "masked")
+    with pytest.raises(ValueError, match=r"initial_state must be \[N, H, D, D\] = \(2, 1, 16, 16\), got \(1, 1, 16, 16\)"):
+        chunk.kda_forward(**inputs, initial_state=torch.zeros(1, 1, 16, 16))
+    with pytest.raises(ValueError, match="with cu_seqlens the batch must be 1"):
+        chunk.kda_forward(**inputs, cu_seqlens=torch.tensor([0, 10], dtype=torch.int32))
+    packed = fla_style_inputs(1, 10, 1, 16, "masked")
+    with pytest.raises(ValueError, match=r"cu_seqlens must start at 0, end at T = 10 and never decrease"):
+        chunk.kda_forward(**packed, cu_seqlens=torch.tensor([0, 6, 4, 10], dtype=torch.int32))
+    with pytest.raises(ValueError, match="1-D int32/int64"):
+        chunk.kda_forward(**packed, cu_seqlens=torch.tensor([0.0, 10.0]))
+    with pytest.raises(ValueError, match=r"head dim D must be in \[1, 256\], got 300"):
+        chunk.kda_forward(**fla_style_inputs(1, 2, 1, 300, "masked"))
