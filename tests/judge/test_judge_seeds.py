@@ -41,7 +41,7 @@ def test_cancel_kills_a_running_judgement():
 
     def beat(phase: str) -> None:
         phases.append(phase)
-        if phase == "checking correctness" and not timers:  # the candidate hangs in its first call
+        if phase.startswith("checking correctness") and not timers:  # the candidate hangs in its first call
             timers.append(threading.Timer(2.0, cancel.set))
             timers[0].start()
 
@@ -54,5 +54,5 @@ def test_cancel_kills_a_running_judgement():
             timer.cancel()
     assert report.status == "timeout"
     assert "cancelled by the caller" in report.message
-    assert phases.count("checking correctness") >= 1  # heartbeats flowed while it hung
+    assert sum(p.startswith("checking correctness, call 1/") for p in phases) >= 1  # heartbeats flowed while it hung
     assert time.monotonic() - started < 60
