@@ -2,7 +2,7 @@
 
 Three kinds of name:
 
-- a built-in problem (``kda``, ``mla-decode``), shipped in ``kernels/``;
+- a built-in problem (``kda``, ``kda-general``, ``mla-decode``), shipped in ``kernels/``;
 - a problem an installed package declares under the entry point group ``marathon.problems``
   (``[project.entry-points."marathon.problems"]`` in its ``pyproject.toml``, the entry point's
   name being the problem's name and its value ``"package.module:PROBLEM"``), found through
@@ -28,6 +28,7 @@ _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 _DEFINITIONS = {
     "kda": "kernels.kda.definition",
+    "kda-general": "kernels.kda.general",
     "mla-decode": "kernels.mla.definition",
 }
 

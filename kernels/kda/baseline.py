@@ -1,6 +1,11 @@
 """What a user would otherwise run: FLA's Triton ``chunk_kda`` on a GPU, else our reference.
 
-The only module of the KDA folder that may import ``fla``, and only inside ``baselines``.
+The only module of the KDA folder that may import ``fla``, and only inside the functions here.
+Each problem is compared with the FLA path that makes the same promise as the problem:
+
+- ``kda`` (gates >= -5): FLA's bounded-gate path, ``chunk_kda(..., safe_gate=True,
+  lower_bound=-5)``, then FLA's default path for reference;
+- ``kda-general`` (any gates): FLA's default path.
 """
 
 from __future__ import annotations
@@ -8,37 +13,50 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from kernels.kda.definition import GATE_LOWER_BOUND
 
-def _fla_chunk_kda() -> Callable[..., Any]:
+
+def _fla_chunk_kda(**flags: Any) -> Callable[..., Any]:
     # Force FLA's Triton path: with the FlashKDA package present FLA would dispatch to CUDA.
     os.environ["FLA_FLASH_KDA"] = "0"
-    from fla.ops.kda import chunk_kda
+    try:
+        from fla.ops.kda import chunk_kda
+    except ImportError as error:
+        raise ImportError(
+            f"the kda baselines are FLA's chunk_kda, and it cannot be imported here ({error}): install it into "
+            "the Python that runs the judge, e.g. pip install 'fla-core==0.6.0' einops (the judge's processes "
+            "run `python -I`, so PYTHONPATH does not reach them)") from error
 
     def fla(q, k, v, g, beta, scale):
-        """FLA chunk_kda with its default flags; returns o [B, T, H, D] only."""
-        out, _ = chunk_kda(q, k, v, g, beta, scale=scale, output_final_state=False)
+        """FLA chunk_kda with ``flags``; returns o [B, T, H, D] only."""
+        out, _ = chunk_kda(q, k, v, g, beta, scale=scale, output_final_state=False, **flags)
         return out
 
     return fla
 
 
-def baselines(device: str) -> dict[str, Callable[..., Any]]:
-    """Label -> ``fn(q, k, v, g, beta, scale)``; the first entry is the primary baseline.
-
-    On CUDA: ``{"fla": chunk_kda}`` (warm it up before timing, it autotunes on first call);
-    without ``fla`` importable this raises, so that no GPU speedup is ever measured against the
-    float64 reference by accident (seen on the H200: a referee that could not import FLA timed
-    the reference, 361 ms a call, and a seed looked 87x faster). On the CPU:
-    ``{"reference": kda_reference}``.
-    """
-    if str(device).startswith("cuda"):
-        try:
-            return {"fla": _fla_chunk_kda()}
-        except ImportError as error:
-            raise ImportError(
-                f"the kda baseline is FLA's chunk_kda, and it cannot be imported here ({error}): install it into "
-                "the Python that runs the judge, e.g. pip install 'fla-core==0.6.0' einops (the judge's processes "
-                "run `python -I`, so PYTHONPATH does not reach them)") from error
+def _on_cpu() -> dict[str, Callable[..., Any]]:
     from kernels.kda.reference import kda_reference
 
     return {"reference": kda_reference}
+
+
+def baselines(device: str) -> dict[str, Callable[..., Any]]:
+    """The bounded problem's baselines: label -> ``fn(q, k, v, g, beta, scale)``, the first
+    primary. On CUDA ``{"fla-safe-gate": ..., "fla": ...}`` (both autotune on their first call:
+    warm them up before timing); without ``fla`` importable this raises, so that no GPU speedup
+    is ever measured against the float64 reference by accident (seen on the H200: a referee that
+    could not import FLA timed the reference, 361 ms a call, and a seed looked 87x faster). On
+    the CPU ``{"reference": kda_reference}``."""
+    if str(device).startswith("cuda"):
+        return {"fla-safe-gate": _fla_chunk_kda(safe_gate=True, lower_bound=GATE_LOWER_BOUND),
+                "fla": _fla_chunk_kda()}
+    return _on_cpu()
+
+
+def general_baselines(device: str) -> dict[str, Callable[..., Any]]:
+    """The general-gate problem's baseline: FLA's default path on CUDA (raises without ``fla``),
+    the reference on the CPU."""
+    if str(device).startswith("cuda"):
+        return {"fla": _fla_chunk_kda()}
+    return _on_cpu()

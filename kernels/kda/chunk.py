@@ -33,8 +33,8 @@ The inverse: the diagonal 16 x 16 blocks of I + A_kk are inverted by forward sub
 N = D^-1 L is nilpotent of order NC = BT / 16, so M = sum_{j < NC} (-N)^j D^-1, evaluated as
 T <- D^-1 - N T, NC - 1 times.
 
-The host code only allocates and launches, except for packed sequences (``cu_seqlens``),
-where it reads the offsets once and builds the chunk tables, as FLA does.
+The host code only allocates and launches. Packed sequences (FLA's ``cu_seqlens``) reach the
+kernels as chunk tables built in ``kernels/kda/varlen.py``, outside this file (a candidate).
 """
 
 import torch
@@ -407,43 +407,21 @@ def _check_inputs(q, k, v, g, beta) -> None:
             raise ValueError(f"{name} is on {x.device}, q on {q.device}")
 
 
-class _Layout:
-    """Where each chunk lies: N sequences (the B rows, or the packed sequences of
-    ``cu_seqlens``), NT chunks over all of them, NTS chunks per sequence when they are equal.
+class EqualLengths:
+    """Where each chunk lies when the B rows are the sequences: N = B sequences of T tokens,
+    ``per_sequence`` chunks each, ``chunks`` in all. Packed sequences (``cu_seqlens``) have a
+    layout of their own with the same attributes, built outside the kernel's file
+    (``kernels/kda/varlen.py``): ``varlen``, ``sequences``, ``chunks``, ``per_sequence`` and the
+    int32 tables ``cu``, ``chunk_seq``, ``chunk_local``, ``chunk_offsets``."""
 
-    With ``cu_seqlens`` the chunk tables are built on the host from its values (one device to
-    host copy), as FLA does: each chunk's sequence and index in it, each sequence's first chunk."""
+    varlen = False
 
-    def __init__(self, q, cu_seqlens, chunk: int) -> None:
+    def __init__(self, q, chunk: int) -> None:
         batch, seq = q.shape[0], q.shape[1]
-        self.varlen = cu_seqlens is not None
-        device = q.device
-        if not self.varlen:
-            self.sequences, self.per_sequence = batch, triton.cdiv(seq, chunk)
-            self.chunks = batch * self.per_sequence
-            self.cu = self.chunk_seq = self.chunk_local = self.chunk_offsets = q.new_empty(1, dtype=torch.int32)
-            return
-        if batch != 1:
-            raise ValueError(f"with cu_seqlens the batch must be 1 (sequences packed along T), got B = {batch}")
-        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2 or cu_seqlens.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"cu_seqlens must be a 1-D int32/int64 tensor of N + 1 >= 2 offsets, got "
-                             f"{tuple(cu_seqlens.shape)} {cu_seqlens.dtype}")
-        if cu_seqlens.device != device:
-            raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, q on {device}")
-        offsets = [int(x) for x in cu_seqlens.tolist()]
-        if offsets[0] != 0 or offsets[-1] != seq or any(b < a for a, b in zip(offsets, offsets[1:])):
-            raise ValueError(f"cu_seqlens must start at 0, end at T = {seq} and never decrease, got "
-                             f"{offsets[:4]}{'...' if len(offsets) > 4 else ''} ending at {offsets[-1]}")
-        counts = [triton.cdiv(b - a, chunk) for a, b in zip(offsets, offsets[1:])]
-        firsts = [0]
-        for n in counts:
-            firsts.append(firsts[-1] + n)
-        self.sequences, self.per_sequence, self.chunks = len(counts), 0, firsts[-1]
-        self.cu = cu_seqlens.to(torch.int32)
-        self.chunk_offsets = torch.tensor(firsts, dtype=torch.int32, device=device)
-        table = [(n, j) for n, c in enumerate(counts) for j in range(c)] or [(0, 0)]
-        both = torch.tensor(table, dtype=torch.int32, device=device)
-        self.chunk_seq, self.chunk_local = both[:, 0].contiguous(), both[:, 1].contiguous()
+        self.sequences, self.per_sequence = batch, triton.cdiv(seq, chunk)
+        self.chunks = batch * self.per_sequence
+        # Unused without packed sequences, but every pointer argument needs a tensor.
+        self.cu = self.chunk_seq = self.chunk_local = self.chunk_offsets = q.new_empty(1, dtype=torch.int32)
 
 
 def _padded_dim(dim: int) -> int:
@@ -451,7 +429,7 @@ def _padded_dim(dim: int) -> int:
     return max(16, triton.next_power_of_2(dim))
 
 
-def _prepare(q, k, v, g, beta, scale, layout: _Layout):
+def _prepare(q, k, v, g, beta, scale, layout):
     """Launch the preparation kernel; returns the intermediates the scan reads."""
     _, seq, heads, dim = q.shape
     chunk = CONFIG["chunk"]
@@ -486,7 +464,7 @@ def _prepare(q, k, v, g, beta, scale, layout: _Layout):
     return intermediates
 
 
-def _scan(q, intermediates, layout: _Layout, initial_state, output_final_state: bool):
+def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
     """Launch the state scan over the intermediates; returns o (shaped and typed like q) and the
     final state [N, H, D, D] fp32, or None."""
     _, seq, heads, dim = q.shape
@@ -511,20 +489,17 @@ def _scan(q, intermediates, layout: _Layout, initial_state, output_final_state: 
     return out, final
 
 
-def kda_forward(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None):
-    """KDA forward with FLA's ``chunk_kda`` forward interface.
-
-    q, k, v: [B, T, H, D] (bf16, fp16 or fp32; any D up to 256), g: [B, T, H, D] log-decay
-    (<= 0, any magnitude; fp32 recommended), beta: [B, T, H], scale: float (default D ** -0.5),
-    initial_state: [N, H, D, D] (keys x values; fp32 recommended) or None (zeros),
-    cu_seqlens: None, or [N + 1] int32/int64 offsets of N sequences packed along T (then B = 1;
-    FLA's varlen form, read on the host once). N is B without cu_seqlens.
-    Returns o [B, T, H, D] in q's dtype, or ``(o, final_state [N, H, D, D] fp32)`` when
-    ``output_final_state``.
+def kda_forward(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, layout=None):
+    """KDA forward. q, k, v: [B, T, H, D] (bf16, fp16 or fp32; any D up to 256), g: [B, T, H, D]
+    log-decay (<= 0, any magnitude; fp32 recommended), beta: [B, T, H], scale: float (default
+    D ** -0.5), initial_state: [N, H, D, D] (keys x values; fp32 recommended) or None (zeros),
+    N = B. Returns o [B, T, H, D] in q's dtype, or ``(o, final_state [N, H, D, D] fp32)`` when
+    ``output_final_state``. ``layout`` is for packed sequences: ``kernels.kda.kda_forward``
+    (FLA's interface, with ``cu_seqlens``) passes one; leave it None.
     """
     _check_inputs(q, k, v, g, beta)
     scale = q.shape[3] ** -0.5 if scale is None else float(scale)
-    layout = _Layout(q, cu_seqlens, CONFIG["chunk"])
+    layout = layout if layout is not None else EqualLengths(q, CONFIG["chunk"])
     if initial_state is not None:
         expected = (layout.sequences, q.shape[2], q.shape[3], q.shape[3])
         if tuple(initial_state.shape) != expected:

@@ -63,6 +63,44 @@ def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
     return batch, seq, heads, dim
 
 
+def draw_common(shape: Shape, seed: int, device: Any, regime: str) -> tuple[Any, dict[str, Any]]:
+    """The draws every KDA problem shares, in this order: q and k (L2-normalized per token), v,
+    the raw gate logits ``raw`` (standard normal, [B, T, H, D]), beta = sigmoid(randn), and the
+    scale (D ** -0.5, times 2 ** U(-1, 1) outside the default regime). All fp32 on ``device``;
+    returns (generator, draws) so a problem can draw more from the same stream."""
+    import torch
+    import torch.nn.functional as F
+
+    batch, seq, heads, dim = _check_shape(shape)
+    gen, where = input_generator(seed, regime, device)
+    size = (batch, seq, heads, dim)
+    draws = {
+        "q": F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1),
+        "k": F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1),
+        "v": torch.randn(size, generator=gen, device=where),
+        "raw": torch.randn(size, generator=gen, device=where),
+        "beta": torch.sigmoid(torch.randn((batch, seq, heads), generator=gen, device=where)),
+    }
+    scale = dim**-0.5
+    if regime != "default":
+        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
+    draws["scale"] = scale
+    return gen, draws
+
+
+def finish_inputs(draws: dict[str, Any], g: Any, device: Any, dtype: Any) -> dict[str, Any]:
+    """The kernel's inputs from ``draw_common``'s draws and the gates ``g``: q, k, v and beta in
+    ``dtype``, g in fp32."""
+    import torch
+
+    torch_dtype = getattr(torch, _dtype_name(dtype))
+    out = {name: draws[name].to(device=device, dtype=torch_dtype) for name in ("q", "k", "v")}
+    out["g"] = g.to(device=device, dtype=torch.float32)
+    out["beta"] = draws["beta"].to(device=device, dtype=torch_dtype)
+    out["scale"] = draws["scale"]
+    return {name: out[name] for name in ("q", "k", "v", "g", "beta", "scale")}
+
+
 def make_inputs(
     shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16", regime: str = "default"
 ) -> dict[str, Any]:
@@ -72,35 +110,17 @@ def make_inputs(
     Drawn on ``device`` from a generator seeded from ``(seed, regime)`` (``input_generator``):
     one seed gives the same values on every machine of one kind of device.
     """
-    import torch
     import torch.nn.functional as F
 
     check_regime(regime, REGIMES)
-    batch, seq, heads, dim = _check_shape(shape)
-    torch_dtype = getattr(torch, _dtype_name(dtype))
-    gen, where = input_generator(seed, regime, device)
-    size = (batch, seq, heads, dim)
-    q = F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1)
-    k = F.normalize(torch.randn(size, generator=gen, device=where), p=2, dim=-1)
-    v = torch.randn(size, generator=gen, device=where)
-    gate_logits = torch.randn(size, generator=gen, device=where)
+    _, draws = draw_common(shape, seed, device, regime)
+    gate_logits = draws["raw"]
     if regime == "long_memory":
         gate_logits = gate_logits + LONG_MEMORY_GATE_SHIFT
     elif regime == "strong_decay":
         gate_logits = gate_logits + STRONG_DECAY_GATE_SHIFT
     g = F.logsigmoid(gate_logits).clamp(min=GATE_LOWER_BOUND)
-    beta = torch.sigmoid(torch.randn((batch, seq, heads), generator=gen, device=where))
-    scale = dim**-0.5
-    if regime != "default":
-        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
-    return {
-        "q": q.to(device=device, dtype=torch_dtype),
-        "k": k.to(device=device, dtype=torch_dtype),
-        "v": v.to(device=device, dtype=torch_dtype),
-        "g": g.to(device=device, dtype=torch.float32),
-        "beta": beta.to(device=device, dtype=torch_dtype),
-        "scale": scale,
-    }
+    return finish_inputs(draws, g, device, dtype)
 
 
 def vary_shape(shape: Shape, rng: random.Random) -> Shape:

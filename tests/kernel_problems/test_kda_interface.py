@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.kda import chunk
+from kernels.kda import chunk, kda_forward
 from kernels.kda.reference import kda_reference
 
 FP32_BAR = 1e-4
@@ -58,7 +58,7 @@ def test_unbounded_gates_are_exact_and_finite(variant, gates):
     if gates != "masked":
         assert float(inputs["g"].min()) < -30  # far outside the bounded problem's -5
     h0 = torch.randn(1, 2, 32, 32, generator=torch.Generator().manual_seed(2)) * 0.1
-    out, final = chunk.kda_forward(**inputs, initial_state=h0, output_final_state=True)
+    out, final = kda_forward(**inputs, initial_state=h0, output_final_state=True)
     ref, ref_final = kda_reference(**inputs, initial_state=h0, output_final_state=True)
     assert torch.isfinite(out).all() and torch.isfinite(final).all()
     assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
@@ -67,7 +67,7 @@ def test_unbounded_gates_are_exact_and_finite(variant, gates):
 @pytest.mark.parametrize("dim", [60, 100])
 def test_head_dims_that_are_not_powers_of_two(variant, dim):
     inputs = fla_style_inputs(2, 37, 1, dim, "kimi", seed=3)
-    out, final = chunk.kda_forward(**inputs, output_final_state=True)
+    out, final = kda_forward(**inputs, output_final_state=True)
     ref, ref_final = kda_reference(**inputs, output_final_state=True)
     assert out.shape == inputs["q"].shape and final.shape == (2, 1, dim, dim)
     assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
@@ -80,41 +80,41 @@ def test_packed_sequences_with_states(variant):
     cu = torch.tensor([0, 1, 1, 34, 70], dtype=torch.int32)
     inputs = fla_style_inputs(1, sum(lengths), 2, 32, "normalizer", seed=4)
     h0 = torch.randn(len(lengths), 2, 32, 32, generator=torch.Generator().manual_seed(5)) * 0.1
-    out, final = chunk.kda_forward(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    out, final = kda_forward(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
     ref, ref_final = kda_reference(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
     assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
     assert torch.equal(final[1], h0[1])  # an empty sequence hands its state through untouched
     # Packing changes nothing: the last sequence alone gives the same output.
     alone = {n: (x[:, 34:].contiguous() if torch.is_tensor(x) else x) for n, x in inputs.items()}
-    out_alone = chunk.kda_forward(**alone, initial_state=h0[3:].contiguous())
+    out_alone = kda_forward(**alone, initial_state=h0[3:].contiguous())
     assert rel_rms(out[:, 34:], out_alone) < 1e-6
 
 
 def test_fp16_at_fla_bar():
     inputs = fla_style_inputs(1, 64, 2, 64, "kimi", seed=6, dtype=torch.float16)
     ref = kda_reference(**inputs)
-    out = chunk.kda_forward(**inputs)
+    out = kda_forward(**inputs)
     assert out.dtype == torch.float16 and torch.isfinite(out).all()
     assert rel_rms(out, ref) < FLA_BAR
 
 
 def test_returns_o_alone_unless_the_final_state_is_asked_for():
     inputs = fla_style_inputs(1, 20, 1, 16, "masked", seed=7)
-    assert isinstance(chunk.kda_forward(**inputs), torch.Tensor)
-    out, final = chunk.kda_forward(**inputs, output_final_state=True)
+    assert isinstance(kda_forward(**inputs), torch.Tensor)
+    out, final = kda_forward(**inputs, output_final_state=True)
     assert final.dtype == torch.float32 and final.shape == (1, 1, 16, 16)
 
 
 def test_bad_interface_inputs_say_what_is_wrong():
     inputs = fla_style_inputs(2, 10, 1, 16, "masked")
     with pytest.raises(ValueError, match=r"initial_state must be \[N, H, D, D\] = \(2, 1, 16, 16\), got \(1, 1, 16, 16\)"):
-        chunk.kda_forward(**inputs, initial_state=torch.zeros(1, 1, 16, 16))
+        kda_forward(**inputs, initial_state=torch.zeros(1, 1, 16, 16))
     with pytest.raises(ValueError, match="with cu_seqlens the batch must be 1"):
-        chunk.kda_forward(**inputs, cu_seqlens=torch.tensor([0, 10], dtype=torch.int32))
+        kda_forward(**inputs, cu_seqlens=torch.tensor([0, 10], dtype=torch.int32))
     packed = fla_style_inputs(1, 10, 1, 16, "masked")
     with pytest.raises(ValueError, match=r"cu_seqlens must start at 0, end at T = 10 and never decrease"):
-        chunk.kda_forward(**packed, cu_seqlens=torch.tensor([0, 6, 4, 10], dtype=torch.int32))
+        kda_forward(**packed, cu_seqlens=torch.tensor([0, 6, 4, 10], dtype=torch.int32))
     with pytest.raises(ValueError, match="1-D int32/int64"):
-        chunk.kda_forward(**packed, cu_seqlens=torch.tensor([0.0, 10.0]))
+        kda_forward(**packed, cu_seqlens=torch.tensor([0.0, 10.0]))
     with pytest.raises(ValueError, match=r"head dim D must be in \[1, 256\], got 300"):
-        chunk.kda_forward(**fla_style_inputs(1, 2, 1, 300, "masked"))
+        kda_forward(**fla_style_inputs(1, 2, 1, 300, "masked"))

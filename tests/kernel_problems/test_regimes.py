@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from kernels.kda import chunk
 from kernels.kda.definition import GATE_LOWER_BOUND
 from kernels.kda.definition import PROBLEM as KDA
+from kernels.kda.general import PROBLEM as KDA_GENERAL
 from kernels.kda.reference import kda_reference
 from kernels.mla.decode import mla_decode
 from kernels.mla.definition import PROBLEM as MLA
@@ -22,11 +23,11 @@ from kernels.mla.reference import reference as mla_reference
 from kernels.problem import Problem
 from tests.judge.toy import PROBLEM as TOY
 
-PROBLEMS = {"kda": KDA, "mla-decode": MLA, "toy": TOY}
+PROBLEMS = {"kda": KDA, "kda-general": KDA_GENERAL, "mla-decode": MLA, "toy": TOY}
 # The small shape each problem's input checks use.
-SMALL = {"kda": (2, 37, 2, 32), "mla-decode": (2, 3, 50), "toy": (2, 37, 3)}
+SMALL = {"kda": (2, 37, 2, 32), "kda-general": (2, 37, 2, 32), "mla-decode": (2, 3, 50), "toy": (2, 37, 3)}
 # Index of the length dim each family varies; every other dim is kept.
-LENGTH_DIM = {"kda": 1, "mla-decode": 2, "toy": 1}
+LENGTH_DIM = {"kda": 1, "kda-general": 1, "mla-decode": 2, "toy": 1}
 CASES = [(name, regime) for name, problem in PROBLEMS.items() for regime in problem.regimes]
 NON_DEFAULT = [(name, regime) for name, regime in CASES if regime != "default"]
 
@@ -155,6 +156,8 @@ OLD = {"kda": _old_kda, "mla-decode": _old_mla, "toy": _old_toy}
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_default_regime_is_unchanged(name, dtype):
     problem = PROBLEMS[name]
+    if name not in OLD:
+        pytest.skip(f"{name} is newer than the regimes: it has no earlier draws to keep")
     for shape in problem.shape_set("cpu") + (SMALL[name],):
         for seed in (0, 11, 2**31 + 5):
             old = OLD[name](shape, seed, dtype)
@@ -188,7 +191,7 @@ def test_non_default_regimes_vary_the_scale_within_a_factor_of_two(case):
 def test_a_kernel_that_hard_codes_the_scale_fails(case):
     name, regime = case
     problem = PROBLEMS[name]
-    shape = (1, 40, 1, 32) if name == "kda" else (1, 4, 200)
+    shape = (1, 40, 1, 32) if name.startswith("kda") else (1, 4, 200)
     reference = problem.load_reference()
     default_scale = problem.make_inputs(shape, 0, "cpu", "float32")["scale"]
     far = 0

@@ -1,0 +1,94 @@
+"""KDA forward with general gates: the problem ``kda-general``.
+
+The same operator as ``kda`` (``kernels/kda/definition.py``: the recurrence, q and k
+L2-normalized, beta in (0, 1), fp32 log-decays g), without the promise that gates stay above
+-5. Gates here are what models and FLA's own tests produce, unclamped:
+
+- ``"default"``: ``g = logsigmoid(randn)`` (mostly in (-5, 0), a tail down to about -10);
+- ``"strong_decay"``: ``g = logsigmoid(randn) / 0.1``, FLA's ``gate_logit_normalizer = 0.1``
+  (down to about -50: a token forgets its state within a step or two);
+- ``"kimi"``: the Kimi Linear model's gate, ``g = -exp(A_log) * softplus(raw + dt_bias)`` with
+  ``A_log = log U(1, 16)`` per head and ``dt_bias ~ N(0, 1)`` per head and channel (down to
+  about -70).
+Outside the default regime the scale is ``D ** -0.5 * 2 ** U(-1, 1)``, as in ``kda``.
+
+Which baseline, and why: FLA's ``chunk_kda`` with its default flags, the path that makes no
+promise about the gates' range, so it is the matching path for general gates. The bounded
+problem ``kda`` compares with FLA's bounded-gate path (``safe_gate=True, lower_bound=-5``)
+instead: a comparison is fair only between paths that promise the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.kda.definition import (
+    BENCH_SHAPES,
+    bytes_moved,
+    draw_common,
+    finish_inputs,
+    flops,
+    output,
+    vary_shape,
+)
+from kernels.problem import CausalAxis, Problem, Shape, check_regime
+
+REGIMES = ("default", "strong_decay", "kimi")
+GATE_LOGIT_NORMALIZER = 0.1
+KIMI_A_RANGE = (1.0, 16.0)
+
+
+def make_inputs(
+    shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bfloat16", regime: str = "default"
+) -> dict[str, Any]:
+    """Inputs for shape ``(B, T, H, D)`` as ``kda``'s, with unclamped gates of ``regime`` (one of
+    ``REGIMES``, module docstring). Drawn on ``device`` from a generator seeded from
+    ``(seed, regime)``: one seed gives the same values on every machine of one kind of device."""
+    import torch
+    import torch.nn.functional as F
+
+    check_regime(regime, REGIMES)
+    gen, draws = draw_common(shape, seed, device, regime)
+    raw = draws["raw"]
+    if regime == "default":
+        g = F.logsigmoid(raw)
+    elif regime == "strong_decay":
+        g = F.logsigmoid(raw) / GATE_LOGIT_NORMALIZER
+    else:
+        heads, dim = raw.shape[2], raw.shape[3]
+        low, high = KIMI_A_RANGE
+        unit = torch.rand(heads, generator=gen, device=raw.device)
+        a_log = torch.log(low + (high - low) * unit)
+        dt_bias = torch.randn(heads, dim, generator=gen, device=raw.device)
+        g = -a_log.exp()[:, None] * F.softplus(raw + dt_bias)
+    return finish_inputs(draws, g, device, dtype)
+
+
+PROBLEM = Problem(
+    name="kda-general",
+    title="Kimi Delta Attention forward with general (unbounded) gates, D = 128",
+    input_names=("q", "k", "v", "g", "beta", "scale"),
+    dims=("B", "T", "H", "D"),
+    shapes={
+        "bench": BENCH_SHAPES,
+        "verify": ((1, 1000, 4, 128), (2, 63, 2, 128), (1, 4096, 8, 128), (2, 500, 3, 128)),
+        # As kda's: ragged multi-chunk T, B > 1 and H > 1 each once (interpreter cost).
+        "cpu": ((1, 180, 1, 32), (2, 20, 1, 32), (1, 40, 2, 32)),
+    },
+    # FLA's own bar against the recurrence; fp32 in the interpreter differs by summation order.
+    tolerance={"bfloat16": 5e-3, "float16": 5e-3, "float32": 1e-4},
+    make_inputs=make_inputs,
+    output=output,
+    flops=flops,
+    bytes_moved=bytes_moved,
+    reference="kernels.kda.reference:kda_reference",
+    baselines="kernels.kda.baseline:general_baselines",
+    ours="kernels.kda.chunk:kda_forward",
+    space="kernels.kda.space",
+    causal=CausalAxis("T", {"q": 1, "k": 1, "v": 1, "g": 1, "beta": 1}, 1),
+    notes="As kda, with gates of any magnitude: a chunked kernel must not factor e^(G_r - G_i) "
+    "into e^(G_r) e^(-G_i) (overflow); ours forms such tiles' diagonal blocks exactly.",
+    extra={"launch_bound": False, "gate_lower_bound": None},
+    regimes=REGIMES,
+    vary_shape=vary_shape,
+)
