@@ -126,7 +126,10 @@ def _combine_slice(
     offs_all = tl.arange(0, SPLITS_P2)
     lse_all = tl.load(lse_row + offs_all, mask=offs_all < num_splits, other=float("-inf"),
                       cache_modifier=".cg")  # [SPLITS_P2]
+    # A split with no rows (a paged request shorter than the longest) has lse -inf; a row whose
+    # splits are all empty (a request of length 0) gets zeros, not NaN.
     lse_max = tl.max(lse_all, axis=0)
+    lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
     total = tl.sum(tl.exp2(lse_all - lse_max), axis=0)
 
     acc = tl.zeros([BLOCK_DV], tl.float32)
@@ -138,7 +141,8 @@ def _combine_slice(
         part = tl.load(part_row + offs_s[:, None] * D_LATENT + offs_v[None, :], mask=mask_s[:, None], other=0.0,
                        cache_modifier=".cg")
         acc += tl.sum(part.to(tl.float32) * w[:, None], axis=0)  # [BLOCK_S, BLOCK_DV] -> [BLOCK_DV]
-    tl.store(OUT + row * D_LATENT + offs_v, (acc / total).to(OUT.dtype.element_ty))
+    merged = tl.where(total > 0, acc / tl.where(total > 0, total, 1.0), 0.0)
+    tl.store(OUT + row * D_LATENT + offs_v, merged.to(OUT.dtype.element_ty))
 
 
 @triton.jit
