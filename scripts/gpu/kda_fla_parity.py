@@ -1,0 +1,151 @@
+"""Our KDA forward against FLA's chunk_kda on the GPU, like with like (issue 11).
+
+Part 1, correctness on FLA's kinds of inputs: unbounded gates (FLA's gate_logit_normalizer 0.1,
+the Kimi model's gates, plain logsigmoid), head dims 60, 64, 100 and 128, fp16 and bf16, an
+initial state and the final state, packed sequences. Each of ours and FLA's is compared with
+the float64 reference (the chunked form, on the GPU): relative RMS of o and of the final state.
+FLA's bar is 5e-3.
+
+Part 2, speed side by side in one process (L2 flushed between calls, events and the wall clock,
+medians of 30): bounded gates (clamped at -5) against FLA's safe-gate path and its default
+path; general gates (the Kimi model's) against FLA's default path. Ratios are FLA / ours.
+
+Usage (FLA installed where python3 finds it, FLA_FLASH_KDA=0):
+    python3 scripts/gpu/kda_fla_parity.py [--reps 30] [--skip-speed]
+Writes kda_fla_parity.json to $OUT (or the current folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("FLA_FLASH_KDA", "0")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+# (B, T, H, D, regime of kda-general, dtype, with an initial state)
+CASES = [
+    (1, 63, 1, 64, "strong_decay", "float16", True),
+    (2, 500, 3, 60, "strong_decay", "float16", True),
+    (2, 1000, 3, 64, "kimi", "bfloat16", True),
+    (3, 1024, 4, 100, "kimi", "bfloat16", False),
+    (4, 1024, 4, 128, "default", "float16", True),
+    (2, 1500, 4, 128, "kimi", "bfloat16", True),
+    (1, 4096, 8, 128, "strong_decay", "bfloat16", False),
+]
+PACKED_LENGTHS = [1, 63, 500, 1000, 64, 300]
+
+
+def rel(out, ref) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def correctness() -> list[dict]:
+    import torch
+    from fla.ops.kda import chunk_kda
+
+    from kernels.kda import kda_forward
+    from kernels.kda.general import make_inputs
+    from kernels.kda.reference import kda_reference
+
+    rows = []
+    cases = [(c, None) for c in CASES] + [((1, sum(PACKED_LENGTHS), 4, 128, "kimi", "bfloat16", True),
+                                           PACKED_LENGTHS)]
+    for (batch, seq, heads, dim, regime, dtype, with_state), packed in cases:
+        inputs = make_inputs((batch, seq, heads, dim), seed=7, device="cuda", dtype=dtype, regime=regime)
+        cu = None
+        sequences = batch
+        if packed:
+            offsets = [0]
+            for length in packed:
+                offsets.append(offsets[-1] + length)
+            cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
+            sequences = len(packed)
+        h0 = torch.randn(sequences, heads, dim, dim, device="cuda", generator=torch.Generator("cuda").manual_seed(3)) \
+            * 0.1 if with_state else None
+        ref_o, ref_h = kda_reference(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu,
+                                     method="chunked")
+        ours_o, ours_h = kda_forward(**inputs, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+        row = {"shape": [batch, seq, heads, dim], "regime": regime, "dtype": dtype, "state": with_state,
+               "packed": packed, "g_min": float(inputs["g"].min()),
+               "ours_o": rel(ours_o, ref_o), "ours_state": rel(ours_h, ref_h),
+               "ours_finite": bool(torch.isfinite(ours_o).all())}
+        try:
+            fla_o, fla_h = chunk_kda(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"],
+                                     scale=inputs["scale"], initial_state=h0, output_final_state=True, cu_seqlens=cu)
+            row.update(fla_o=rel(fla_o, ref_o), fla_state=rel(fla_h, ref_h))
+        except Exception as error:  # FLA refuses some inputs (e.g. head dims); say which
+            row["fla_error"] = f"{type(error).__name__}: {str(error)[:200]}"
+        rows.append(row)
+        print(f"| {row['shape']} {'packed' if packed else ''} | {regime} | {dtype} | {row['g_min']:.1f} | "
+              f"{row['ours_o']:.2e} | {row['ours_state']:.2e} | {row.get('fla_o', float('nan')):.2e} | "
+              f"{row.get('fla_state', float('nan')):.2e} | {row.get('fla_error', '')} |", flush=True)
+    return rows
+
+
+def speed(reps: int) -> list[dict]:
+    import torch
+    from fla.ops.kda import chunk_kda
+
+    from kernels import timing
+    from kernels.kda import kda_forward
+    from kernels.kda.definition import BENCH_SHAPES, GATE_LOWER_BOUND
+    from kernels.kda.definition import make_inputs as bounded_inputs
+    from kernels.kda.general import make_inputs as general_inputs
+
+    def fla(**flags):
+        def call(q, k, v, g, beta, scale):
+            return chunk_kda(q, k, v, g, beta, scale=scale, output_final_state=False, **flags)[0]
+        return call
+
+    rows = []
+    flusher = timing.L2Flusher()
+    for regime, make, providers in (
+        ("bounded", lambda s, seed: bounded_inputs(s, seed, "cuda", "bfloat16"),
+         {"ours": kda_forward, "fla_safe_gate": fla(safe_gate=True, lower_bound=GATE_LOWER_BOUND), "fla": fla()}),
+        ("kimi", lambda s, seed: general_inputs(s, seed, "cuda", "bfloat16", regime="kimi"),
+         {"ours": kda_forward, "fla": fla()}),
+    ):
+        for shape in BENCH_SHAPES:
+            sets = [make(shape, seed) for seed in (101, 102)]
+            samples = timing.time_interleaved(providers, sets, reps=reps, warmup=3, flusher=flusher)
+            medians = {label: sample.summary() for label, sample in samples.items()}
+            row = {"regime": regime, "shape": list(shape), "timings": medians}
+            ours = medians["ours"]["median_ms"]
+            row["ratios"] = {label: m["median_ms"] / ours for label, m in medians.items() if label != "ours"}
+            rows.append(row)
+            print(f"| {regime} | {shape} | " + " | ".join(f"{label} {m['median_ms']:.3f} ms"
+                                                       for label, m in medians.items())
+                  + " | " + " | ".join(f"{k} / ours {v:.2f}x" for k, v in row["ratios"].items()) + " |", flush=True)
+            del sets
+            torch.cuda.empty_cache()
+    for regime in ("bounded", "kimi"):
+        for label in ("fla_safe_gate", "fla"):
+            ratios = [r["ratios"][label] for r in rows if r["regime"] == regime and label in r["ratios"]]
+            if ratios:
+                geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+                print(f"geomean {regime} {label} / ours: {geomean:.3f}x over {len(ratios)} shapes")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--skip-speed", action="store_true")
+    args = parser.parse_args()
+    print("| shape | gates | dtype | g min | ours o | ours state | FLA o | FLA state | FLA refused |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    results = {"correctness": correctness()}
+    if not args.skip_speed:
+        results["speed"] = speed(args.reps)
+    out = Path(os.environ.get("OUT", "."))
+    (out / "kda_fla_parity.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
