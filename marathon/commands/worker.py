@@ -13,6 +13,7 @@ SIGINT/SIGTERM shut the worker down gracefully: running activities get time to f
 from __future__ import annotations
 
 import argparse
+import time
 from typing import NoReturn
 
 
@@ -124,6 +125,8 @@ async def run_worker(args: argparse.Namespace) -> int:
         register_problems(settings.resolved_database_url, workers.cpu_identity(settings))
     else:
         device = workers.default_device() if args.device == "auto" else args.device
+        if device == "cuda" and settings.warm_baselines:
+            await asyncio.to_thread(warm_baselines, log)
         worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue)
     log.info("%s worker polling task queue %s on %s", args.kind, worker.task_queue, settings.temporal_address)
 
@@ -140,3 +143,19 @@ async def run_worker(args: argparse.Namespace) -> int:
     stop_wait.cancel()
     await running
     return 0
+
+
+def warm_baselines(log) -> None:
+    """Compile every problem's baselines once, before polling (kernels/judge/warm.py): four
+    judgements started at once must not all compile FLA at the same time."""
+    from kernels.judge.warm import warm_baselines as warm
+    from kernels.registry import problem_names
+
+    started = time.monotonic()
+    log.info("warming the baselines (first start on this node: minutes; later: seconds)")
+    records = warm(problem_names(), "cuda")
+    for record in records:
+        if "error" in record:
+            log.warning("baseline warm-up: %s: %s", record.get("problem", "?"), record["error"])
+    log.info("baselines warm in %.0f s (%d shapes)", time.monotonic() - started,
+             sum("error" not in r for r in records))
