@@ -334,12 +334,12 @@ def _scan_kernel(
         bos = tl.load(cu_ptr + i_n).to(tl.int64)
         seq_len = tl.load(cu_ptr + i_n + 1).to(tl.int64) - bos
         first = tl.load(chunk_offsets_ptr + i_n).to(tl.int64)
-        count = tl.load(chunk_offsets_ptr + i_n + 1).to(tl.int64) - first
+        count = (tl.load(chunk_offsets_ptr + i_n + 1).to(tl.int64) - first).to(tl.int32)
     else:
         bos = i_n * T
         seq_len = T + 0 * i_n
         first = i_n * NTS
-        count = NTS + 0 * i_n
+        count = (NTS + 0 * i_n).to(tl.int32)
     dot_dtype = w_ptr.dtype.element_ty
     rows = tl.arange(0, BT)
     dk = tl.arange(0, DP)
