@@ -58,7 +58,7 @@ def _paged_split_kernel(
     q_lat = tl.load(q_rows + offs_c[None, :], mask=mask_h[:, None], other=0.0)
     q_rope = tl.load(q_rows + D_LATENT + offs_r[None, :], mask=mask_h[:, None], other=0.0)
 
-    seq_len = tl.load(CACHE_SEQLENS + b).to(tl.int64)
+    seq_len = tl.load(CACHE_SEQLENS + b).to(tl.int32)
     start = split * split_len
     end = tl.minimum(start + split_len, seq_len)
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
