@@ -173,9 +173,12 @@ class Session:
         self._kind, self._kind_started = "", now
 
     def add_phase(self, kind: str, seconds: float) -> None:
-        """Time spent inside another phase that has a name of its own (waiting for the GPU lease)."""
+        """``seconds`` just spent inside the current phase on something with a name of its own
+        (waiting for the GPU lease): moved from the current phase to ``kind``, so that the
+        phases still add up to the judgement's wall time."""
         if seconds > 0:
             self.phases[kind] = round(self.phases.get(kind, 0.0) + seconds, 3)
+            self._kind_started += seconds
 
     def beat(self) -> None:
         """Heartbeat now if one is due (while waiting for something other than a child)."""

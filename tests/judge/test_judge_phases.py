@@ -55,3 +55,5 @@ def test_timing_waits_for_the_gpu_lease(tmp_path):
     # The judgement's timing began only after the other holder let the GPU go.
     assert timing_started[0] >= held[0][1]
     assert report.phases["lease_wait"] >= 0.5 * hold_s, report.phases
+    # The wait is counted once: the phases still add up to no more than the wall time.
+    assert sum(report.phases.values()) <= report.duration_s + 0.05, report.phases
