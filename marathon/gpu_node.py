@@ -35,6 +35,10 @@ STATUS_EVERY_S = 5.0
 # A status file older than this (seconds) means the supervisor is gone or hung.
 HEALTH_MAX_AGE_S = 30.0
 POLL_S = 0.5
+# How long a worker gets on SIGTERM before it is killed: its own graceful shutdown lets a running
+# evaluation finish within marathon.workers.GPU_GRACEFUL_SHUTDOWN (20 min), plus a minute to exit.
+# A container's stop grace period must be longer (deploy/gpu-node.yml: 22 min).
+NODE_STOP_GRACE_S = 21 * 60.0
 
 
 class GpuNode:

@@ -27,7 +27,7 @@ def _read(setting: str, path: Optional[Path]) -> Optional[bytes]:
 def temporal_tls(settings: Settings):
     """``False`` or the ``TLSConfig`` for ``Client.connect(..., tls=...)``."""
     fields = ("temporal_tls_cert", "temporal_tls_key", "temporal_tls_ca", "temporal_tls_server_name")
-    if all(getattr(settings, name) is None for name in fields):
+    if not any(getattr(settings, name) for name in fields):
         return False
     if (settings.temporal_tls_cert is None) != (settings.temporal_tls_key is None):
         raise TemporalTLSError(
@@ -40,5 +40,5 @@ def temporal_tls(settings: Settings):
         server_root_ca_cert=_read("temporal_tls_ca", settings.temporal_tls_ca),
         client_cert=_read("temporal_tls_cert", settings.temporal_tls_cert),
         client_private_key=_read("temporal_tls_key", settings.temporal_tls_key),
-        domain=settings.temporal_tls_server_name,
+        domain=settings.temporal_tls_server_name or None,  # compose passes an unset one as ""
     )

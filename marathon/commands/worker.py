@@ -55,7 +55,7 @@ def register(subparsers) -> None:
                         "(default: 30)")
     parser.add_argument("--stop-grace", type=float, default=None,
                         help="gpus only: seconds each worker gets to finish its evaluations on SIGTERM before it "
-                        "is killed (default: 20)")
+                        "is killed (default: 1260, the worker's own 20 min graceful shutdown and a minute)")
     parser.add_argument("--log-dir", type=Path, default=None,
                         help="gpus only: write each worker's output to <dir>/worker-gpu<N>.log (default: this "
                         "process's stdout/stderr, what `docker logs` shows)")
@@ -89,9 +89,8 @@ def gpus_command(args: argparse.Namespace) -> int:
     import os
     import sys
 
-    from marathon.gpu_node import GpuNode
+    from marathon.gpu_node import NODE_STOP_GRACE_S, GpuNode
     from marathon.gpus import visible_gpus
-    from marathon.stack_config import WORKER_STOP_GRACE_S
 
     log = logging.getLogger("marathon.gpu_node")
     gpus = visible_gpus("auto")
@@ -112,7 +111,7 @@ def gpus_command(args: argparse.Namespace) -> int:
     if args.log_dir is not None:
         args.log_dir.mkdir(parents=True, exist_ok=True)
     node = GpuNode(gpus, command, _status_path(args), log_dir=args.log_dir,
-                   stop_grace_s=args.stop_grace or WORKER_STOP_GRACE_S)
+                   stop_grace_s=args.stop_grace or NODE_STOP_GRACE_S)
     log.info("GPU node: one evaluation worker on each of GPU(s) %s", ", ".join(gpus))
     return node.run()
 
