@@ -128,8 +128,14 @@ def child_env(config: StackConfig) -> dict[str, str]:
     }
     # The settings read names case-insensitively: a `marathon_home` left in the environment
     # must not override ours. DATABASE_URL goes too: the store's URL is MARATHON_DATABASE_URL.
+    # MARATHON_TEMPORAL_TLS_* go too: the dev server it starts speaks plain TCP (a shell set up
+    # for a remote cluster's mTLS must not make every child fail its handshake).
     replaced = {*ours, "DATABASE_URL"}
-    env = {name: value for name, value in os.environ.items() if name.upper() not in replaced}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name.upper() not in replaced and not name.upper().startswith("MARATHON_TEMPORAL_TLS_")
+    }
     env.update(ours)
     return env
 

@@ -62,3 +62,13 @@ def test_temporal_clients_keep_the_mtls_paths_and_the_dev_server_does_not_get_th
         assert env["MARATHON_TEMPORAL_TLS_KEY"] == "/run/marathon/certs/client.key", role
     assert "MARATHON_LLM_API_KEY" not in role_env("evaluator", base)
     assert "MARATHON_TEMPORAL_TLS_KEY" not in role_env("temporal", base)
+
+
+def test_marathon_up_children_talk_plain_tcp_to_their_dev_server(tmp_path, monkeypatch):
+    from marathon.stack_config import StackConfig, child_env
+
+    monkeypatch.setenv("MARATHON_TEMPORAL_TLS_CERT", "/remote/client.pem")
+    monkeypatch.setenv("marathon_temporal_tls_ca", "/remote/ca.pem")
+    env = child_env(StackConfig(home=tmp_path))
+    assert not [name for name in env if name.upper().startswith("MARATHON_TEMPORAL_TLS_")]
+    assert env["MARATHON_TEMPORAL_ADDRESS"] == "127.0.0.1:7233"
