@@ -27,6 +27,7 @@ from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
 from marathon.settings import Settings
+from marathon.temporal_tls import temporal_tls
 from marathon.workers import LLM_CAPABILITY
 from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 
@@ -108,7 +109,9 @@ class TemporalGateway:
         self._lock = asyncio.Lock()
 
     async def _connect(self) -> Client:
-        return await Client.connect(self.settings.temporal_address, namespace=self.settings.temporal_namespace)
+        return await Client.connect(
+            self.settings.temporal_address, namespace=self.settings.temporal_namespace, tls=temporal_tls(self.settings)
+        )
 
     async def client(self) -> Client:
         if self._client is not None:

@@ -33,6 +33,7 @@ from marathon.processes import (
     port_accepts,
     port_is_free,
     reap_adopted,
+    tend,
 )
 from marathon.stack_config import StackConfig, api_spec, child_env, temporal_spec, worker_specs
 
@@ -307,22 +308,8 @@ class DevStack:
         """Restart children that exit until asked to stop."""
         while not self.stopping.wait(0.5):
             self._reap_adopted()
-            now = time.monotonic()
-            for child in self.children:
-                if child.restart_at is not None:
-                    if now >= child.restart_at:
-                        child.restarts += 1
-                        child.start()
-                        log.info("restarted %s (pid %d, restart %d)", child.spec.name, child.pid, child.restarts)
-                        self._write_stack_file()
-                    continue
-                code = child.exited()
-                if code is not None:
-                    delay = child.schedule_restart(now)
-                    log.warning(
-                        "%s (pid %d) exited with code %d: restarting in %.0f s (see %s)",
-                        child.spec.name, child.pid, code, delay, child.log_path,
-                    )
+            if tend(self.children, time.monotonic()):
+                self._write_stack_file()
 
     def stop(self) -> None:
         """Workers first (they may hold tasks), then the API, then Temporal."""

@@ -2,8 +2,9 @@
 with only the secrets its role uses), restarted after a crash (exponential backoff) and stopped
 (its process group, then whatever it left behind in other sessions), read through /proc.
 
-Used by ``marathon up`` (``marathon.devstack``) and, for the secret policy, by a GPU worker
-started by hand (``marathon worker gpu``).
+Used by ``marathon up`` (``marathon.devstack``), by the GPU node supervisor (``marathon worker
+gpus``, ``marathon.gpu_node``) and, for the secret policy, by a GPU worker started by hand
+(``marathon worker gpu``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class ChildSpec:
 #   client commands read, and not the LLM key.
 # - worker-cpu: the store and the LLM settings (the proposer and the compactor call the LLM),
 #   with the proxy variables, which may hold the proxy's password, to reach it.
+# - Temporal's mTLS client files (MARATHON_TEMPORAL_TLS_CERT/_KEY/_CA: paths, not the key
+#   itself) go to every role that connects to Temporal (api, worker-cpu, evaluator): a GPU node
+#   that joins a cluster over mTLS cannot poll without them. The judge's sandbox sees neither
+#   the variables nor the files (kernels/judge/isolation.py binds /usr and the candidate only).
 # - evaluator (a GPU worker, or the CPU-mode evaluation worker): the store only. It does need
 #   it: the evaluate activity reads the candidate's source from the store and writes the
 #   judge's report there, and the worker brings the schema up to date when it starts. Never the
@@ -63,18 +68,20 @@ STORE_ENV = ("MARATHON_DATABASE_URL", "DATABASE_URL")
 # libpq's own credentials, for a PostgreSQL URL that carries none.
 LIBPQ_SECRET_ENV = ("PGPASSWORD", "PGSSLKEY")
 LLM_ENV_PREFIX = "MARATHON_LLM_"
+TEMPORAL_TLS_ENV_PREFIX = "MARATHON_TEMPORAL_TLS_"
 PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 _URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]*@", re.IGNORECASE)
 
 GRANTS: dict[str, Callable[[str], bool]] = {
     "store": lambda name: name in STORE_ENV or name in LIBPQ_SECRET_ENV,
     "llm": lambda name: name.startswith(LLM_ENV_PREFIX) or name in PROXY_ENV,
+    "temporal-tls": lambda name: name.startswith(TEMPORAL_TLS_ENV_PREFIX),
 }
 ROLE_GRANTS: dict[str, tuple[str, ...]] = {
     "temporal": (),
-    "api": ("store",),
-    "worker-cpu": ("store", "llm"),
-    "evaluator": ("store",),
+    "api": ("store", "temporal-tls"),
+    "worker-cpu": ("store", "llm", "temporal-tls"),
+    "evaluator": ("store", "temporal-tls"),
 }
 
 
@@ -99,6 +106,7 @@ def role_env(role: Optional[str], base: Mapping[str, str]) -> dict[str, str]:
         for name, value in base.items()
         if not is_secret(name, value) or any(grant(name.upper()) for grant in grants)
     }
+
 
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -210,9 +218,10 @@ def _die_with_parent() -> None:
 class Child:
     """One supervised process and its restart bookkeeping."""
 
-    def __init__(self, spec: ChildSpec, log_dir: Path, base_env: dict[str, str]):
+    def __init__(self, spec: ChildSpec, log_dir: Optional[Path], base_env: dict[str, str]):
         self.spec = spec
-        self.log_path = log_dir / f"{spec.name}.log"
+        # None: the child writes to the supervisor's own stdout/stderr (a container's log).
+        self.log_path = log_dir / f"{spec.name}.log" if log_dir is not None else None
         # Fixed here once: a restart gets the same environment.
         self.env = role_env(spec.role, {**base_env, **spec.env})
         self.process: Optional[subprocess.Popen] = None
@@ -226,21 +235,27 @@ class Child:
         return self.process.pid if self.process else None
 
     def start(self) -> None:
-        with open(self.log_path, "ab") as log_file:
-            started = time.strftime("%Y-%m-%d %H:%M:%S")
-            log_file.write(f"\n--- {started} starting: {' '.join(self.spec.argv)}\n".encode())
-            log_file.flush()
-            self.process = subprocess.Popen(
-                self.spec.argv,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
+        if self.log_path is None:
+            self.process = self._popen(None)
+        else:
+            with open(self.log_path, "ab") as log_file:
+                started = time.strftime("%Y-%m-%d %H:%M:%S")
+                log_file.write(f"\n--- {started} starting: {' '.join(self.spec.argv)}\n".encode())
+                log_file.flush()
+                self.process = self._popen(log_file)
         self.started_at = time.monotonic()
         self.restart_at = None
+
+    def _popen(self, log_file) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.spec.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT if log_file is not None else None,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
 
     def exited(self) -> Optional[int]:
         """The exit code if the process has ended, else None."""
@@ -282,3 +297,26 @@ class Child:
             log.warning("killed %d process(es) %s left behind by %s", len(leftovers), leftovers, self.spec.name)
         return code
 
+
+
+def tend(children: list[Child], now: float) -> list[Child]:
+    """One supervision step (``now``: ``time.monotonic()``): restart the children whose backoff
+    is over and schedule a restart for those that exited. Returns the children restarted, so
+    the caller can rewrite what it publishes about them (their pids)."""
+    restarted = []
+    for child in children:
+        if child.restart_at is not None:
+            if now >= child.restart_at:
+                child.restarts += 1
+                child.start()
+                log.info("restarted %s (pid %d, restart %d)", child.spec.name, child.pid, child.restarts)
+                restarted.append(child)
+            continue
+        code = child.exited()
+        if code is not None:
+            delay = child.schedule_restart(now)
+            log.warning(
+                "%s (pid %d) exited with code %d: restarting in %.0f s (see %s)",
+                child.spec.name, child.pid, code, delay, child.log_path or "its output",
+            )
+    return restarted

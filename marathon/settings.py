@@ -25,6 +25,15 @@ class Settings(BaseSettings):
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
     temporal_ui_url: str = "http://localhost:8233"
+    # mTLS to a remote Temporal frontend (a GPU node joining a cluster): PEM file paths. The
+    # client certificate and key (signed by the CA the frontend trusts for clients) go together;
+    # the CA verifies the frontend's certificate (the system's roots without it); the server
+    # name overrides the name checked in it (default: the host of temporal_address). None of
+    # them set: plain TCP, as on one machine. Read into a TLSConfig by marathon/temporal_tls.py.
+    temporal_tls_cert: Path | None = None
+    temporal_tls_key: Path | None = None
+    temporal_tls_ca: Path | None = None
+    temporal_tls_server_name: str | None = None
     cpu_task_queue: str = "marathon-cpu"
     gpu_task_queue_prefix: str = "marathon-gpu-"
 

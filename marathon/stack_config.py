@@ -85,20 +85,20 @@ def api_spec(config: StackConfig) -> ChildSpec:
     return ChildSpec("api", argv, stop_grace_s=STOP_GRACE_S["api"], role="api")
 
 
+def gpu_worker_spec(gpu: str, argv: list[str], stop_grace_s: float = WORKER_STOP_GRACE_S) -> ChildSpec:
+    """One evaluation worker ``argv`` pinned to GPU ``gpu`` (an id of the parent's
+    ``CUDA_VISIBLE_DEVICES`` or ``nvidia-smi``; the worker sees it as device 0), holding only
+    the evaluator's secrets. Used by ``marathon up`` and ``marathon worker gpus``."""
+    return ChildSpec(
+        f"worker-gpu{gpu}", argv, env={"CUDA_VISIBLE_DEVICES": gpu}, stop_grace_s=stop_grace_s, role="evaluator"
+    )
+
+
 def worker_specs(config: StackConfig, gpus: list[str]) -> list[ChildSpec]:
     marathon = [sys.executable, "-m", "marathon.cli", "worker"]
     specs = [ChildSpec("worker-cpu", [*marathon, "cpu"], stop_grace_s=WORKER_STOP_GRACE_S, role="worker-cpu")]
     if gpus:
-        for gpu in gpus:
-            specs.append(
-                ChildSpec(
-                    f"worker-gpu{gpu}",
-                    [*marathon, "gpu", "--device", "cuda"],
-                    env={"CUDA_VISIBLE_DEVICES": gpu},
-                    stop_grace_s=WORKER_STOP_GRACE_S,
-                    role="evaluator",
-                )
-            )
+        specs += [gpu_worker_spec(gpu, [*marathon, "gpu", "--device", "cuda"]) for gpu in gpus]
     else:
         specs.append(
             ChildSpec(
@@ -128,8 +128,14 @@ def child_env(config: StackConfig) -> dict[str, str]:
     }
     # The settings read names case-insensitively: a `marathon_home` left in the environment
     # must not override ours. DATABASE_URL goes too: the store's URL is MARATHON_DATABASE_URL.
+    # MARATHON_TEMPORAL_TLS_* go too: the dev server it starts speaks plain TCP (a shell set up
+    # for a remote cluster's mTLS must not make every child fail its handshake).
     replaced = {*ours, "DATABASE_URL"}
-    env = {name: value for name, value in os.environ.items() if name.upper() not in replaced}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name.upper() not in replaced and not name.upper().startswith("MARATHON_TEMPORAL_TLS_")
+    }
     env.update(ours)
     return env
 

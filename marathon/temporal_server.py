@@ -86,9 +86,12 @@ def wait_for_port(host: str, port: int, timeout_s: float, process: Optional[subp
     raise TemporalServerError(f"the Temporal dev server did not open {host}:{port} within {timeout_s:g} s")
 
 
-async def connect_when_ready(address: str, namespace: str = "default", timeout_s: float = READY_TIMEOUT_S):
+async def connect_when_ready(
+    address: str, namespace: str = "default", timeout_s: float = READY_TIMEOUT_S, tls=False
+):
     """A connected ``temporalio.client.Client`` once the namespace answers (the gRPC port opens
-    a moment before the namespace is served)."""
+    a moment before the namespace is served). ``tls``: False or a ``TLSConfig``
+    (``marathon.temporal_tls``)."""
     import asyncio
 
     from temporalio.client import Client
@@ -97,7 +100,7 @@ async def connect_when_ready(address: str, namespace: str = "default", timeout_s
     last_error: Optional[BaseException] = None
     while time.monotonic() < deadline:
         try:
-            client = await Client.connect(address, namespace=namespace)
+            client = await Client.connect(address, namespace=namespace, tls=tls)
             await client.count_workflows()
             return client
         except Exception as error:  # not ready yet: the next try tells

@@ -1,4 +1,4 @@
-"""``marathon worker cpu|gpu``: run one worker process against the configured Temporal.
+"""``marathon worker cpu|gpu|gpus|health``: run worker processes against the configured Temporal.
 
 - ``cpu``: the workflows and the propose, compact and record activities (task queue from
   ``MARATHON_CPU_TASK_QUEUE``).
@@ -6,6 +6,11 @@
   (``sm90`` on Hopper; ``cpu`` in CPU mode). Run one process per GPU and pick the GPU with
   ``CUDA_VISIBLE_DEVICES``. It keeps no secret but the store's URL: started from an environment
   with more (an LLM key, a cloud token), it starts itself again without them.
+- ``gpus``: a GPU node's supervisor (``marathon.gpu_node``): one ``gpu`` worker per visible GPU,
+  each pinned with ``CUDA_VISIBLE_DEVICES``, restarted when it dies, all stopped on SIGTERM;
+  exits 1 when no GPU is visible. It holds no Temporal connection itself.
+- ``health``: exit 0 when the ``gpus`` supervisor on this home is alive and every worker it
+  started is running (a container's health check), else 1 with the reason.
 
 SIGINT/SIGTERM shut the worker down gracefully: running activities get time to finish.
 """
@@ -14,12 +19,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import NoReturn
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("worker", help="run a CPU worker (workflows) or a GPU worker (evaluations)")
-    parser.add_argument("kind", choices=("cpu", "gpu"), help="cpu: workflows, propose, compact, record; gpu: evaluate")
+    # `gpus` is a kind of its own rather than `gpu --each-gpu`: it is a different process (a
+    # supervisor that never imports torch nor connects to Temporal, the one a GPU node's
+    # container runs), and `gpu` keeps meaning exactly one evaluation worker.
+    parser.add_argument(
+        "kind", choices=("cpu", "gpu", "gpus", "health"),
+        help="cpu: workflows, propose, compact, record; gpu: one evaluation worker (pick its GPU with "
+        "CUDA_VISIBLE_DEVICES); gpus: one gpu worker per visible GPU, restarted when it dies (a GPU "
+        "node's container; a separate kind because it is a supervisor, not a worker); health: exit 0 "
+        "when the gpus supervisor of this home and all its workers are running",
+    )
     parser.add_argument(
         "--device",
         default="auto",
@@ -33,6 +48,17 @@ def register(subparsers) -> None:
     parser.add_argument("--insecure-no-isolation", action="store_true",
                         help="gpu worker only: judge candidates WITHOUT OS isolation (bubblewrap) where it cannot be "
                         "set up; logged and written into every report (also MARATHON_INSECURE_NO_ISOLATION=1)")
+    parser.add_argument("--status-file", type=Path, default=None,
+                        help="gpus/health: the supervisor's status file (default: <MARATHON_HOME>/gpu-node.json)")
+    parser.add_argument("--max-age", type=float, default=None,
+                        help="health only: seconds after which the status file means the supervisor is gone "
+                        "(default: 30)")
+    parser.add_argument("--stop-grace", type=float, default=None,
+                        help="gpus only: seconds each worker gets to finish its evaluations on SIGTERM before it "
+                        "is killed (default: 1260, the worker's own 20 min graceful shutdown and a minute)")
+    parser.add_argument("--log-dir", type=Path, default=None,
+                        help="gpus only: write each worker's output to <dir>/worker-gpu<N>.log (default: this "
+                        "process's stdout/stderr, what `docker logs` shows)")
     parser.set_defaults(handler=worker_command)
 
 
@@ -40,10 +66,62 @@ def worker_command(args: argparse.Namespace) -> NoReturn:
     import asyncio
     import logging
 
+    if args.kind == "health":
+        raise SystemExit(health_command(args))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.kind == "gpus":
+        raise SystemExit(gpus_command(args))
     if args.kind == "gpu":
         restart_without_secrets()
     exit_without_teardown(asyncio.run(run_worker(args)))
+
+
+def _status_path(args: argparse.Namespace) -> Path:
+    from marathon.gpu_node import STATUS_FILE_NAME
+    from marathon.settings import get_settings
+
+    return args.status_file or get_settings().home / STATUS_FILE_NAME
+
+
+def gpus_command(args: argparse.Namespace) -> int:
+    """Supervise one ``marathon worker gpu --device cuda`` per visible GPU until SIGTERM."""
+    import logging
+    import os
+    import sys
+
+    from marathon.gpu_node import NODE_STOP_GRACE_S, GpuNode
+    from marathon.gpus import visible_gpus
+
+    log = logging.getLogger("marathon.gpu_node")
+    gpus = visible_gpus("auto")
+    if not gpus:
+        log.error(
+            "no GPU is visible (CUDA_VISIBLE_DEVICES=%r; nvidia-smi lists none or is missing): in a container, "
+            "reserve the GPUs (compose: deploy.resources.reservations.devices) and install the NVIDIA container "
+            "toolkit; without a GPU, run `marathon worker gpu --device cpu` instead",
+            os.environ.get("CUDA_VISIBLE_DEVICES"),
+        )
+        return 1
+    command = [sys.executable, "-m", "marathon.cli", "worker", "gpu", "--device", "cuda",
+               "--connect-timeout", str(args.connect_timeout)]
+    if args.task_queue:
+        command += ["--task-queue", args.task_queue]
+    if args.insecure_no_isolation:
+        command.append("--insecure-no-isolation")
+    if args.log_dir is not None:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+    node = GpuNode(gpus, command, _status_path(args), log_dir=args.log_dir,
+                   stop_grace_s=args.stop_grace or NODE_STOP_GRACE_S)
+    log.info("GPU node: one evaluation worker on each of GPU(s) %s", ", ".join(gpus))
+    return node.run()
+
+
+def health_command(args: argparse.Namespace) -> int:
+    from marathon.gpu_node import HEALTH_MAX_AGE_S, check_health
+
+    healthy, reason = check_health(_status_path(args), args.max_age or HEALTH_MAX_AGE_S)
+    print(f"marathon worker health: {'healthy' if healthy else 'UNHEALTHY'}: {reason}")
+    return 0 if healthy else 1
 
 
 def restart_without_secrets() -> None:
@@ -94,6 +172,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     from marathon import workers
     from marathon.settings import get_settings
     from marathon.temporal_server import TemporalServerError, connect_when_ready
+    from marathon.temporal_tls import TemporalTLSError, temporal_tls
     from store.db import upgrade
 
     log = logging.getLogger("marathon.worker")
@@ -113,8 +192,10 @@ async def run_worker(args: argparse.Namespace) -> int:
             log.warning("INSECURE: candidates are judged without OS isolation (--insecure-no-isolation)")
     upgrade(settings.resolved_database_url)
     try:
-        client = await connect_when_ready(settings.temporal_address, settings.temporal_namespace, args.connect_timeout)
-    except TemporalServerError as error:
+        client = await connect_when_ready(
+            settings.temporal_address, settings.temporal_namespace, args.connect_timeout, tls=temporal_tls(settings)
+        )
+    except (TemporalServerError, TemporalTLSError) as error:
         log.error("%s", error)
         return 1
     if args.kind == "cpu":

@@ -32,7 +32,7 @@ def test_compose_has_temporal_on_postgres_ui_api_and_workers(compose):
     assert services["temporal-schema"]["image"].startswith("temporalio/admin-tools:")
     assert services["temporal-ui"]["image"].startswith("temporalio/ui:")
     assert services["postgresql"]["image"].startswith("postgres:")
-    assert {"api", "worker-cpu", "worker-gpu-0"} <= set(services)
+    assert {"api", "worker-cpu", "worker-gpus"} <= set(services)
 
 
 def test_every_marathon_command_exists_in_the_cli(compose):
@@ -49,19 +49,18 @@ def test_every_marathon_command_exists_in_the_cli(compose):
     assert checked >= 3
 
 
-def test_gpu_workers_reserve_one_nvidia_gpu_each(compose):
-    gpu_workers = {name: service for name, service in compose["services"].items() if name.startswith("worker-gpu")}
-    assert gpu_workers
-    seen = set()
-    for name, service in gpu_workers.items():
-        assert service["command"] == ["marathon", "worker", "gpu"], name
-        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
-        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"], name
-        (device_id,) = device["device_ids"]
-        seen.add(device_id)
-        assert service["environment"]["CUDA_VISIBLE_DEVICES"] == "0", name
-        assert service["stop_grace_period"], name
-    assert len(seen) == len(gpu_workers)
+def test_one_gpu_service_runs_a_worker_per_gpu_of_the_machine(compose):
+    """No hand-copied block per GPU: one service reserves them all and `marathon worker gpus`
+    starts a worker on each (tests/cli/test_gpu_node.py runs that supervisor)."""
+    gpu_services = {name: service for name, service in compose["services"].items() if "gpu" in name}
+    assert list(gpu_services) == ["worker-gpus"]
+    service = gpu_services["worker-gpus"]
+    assert service["command"] == ["marathon", "worker", "gpus"]
+    (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+    assert device == {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+    assert "CUDA_VISIBLE_DEVICES" not in service["environment"]  # the supervisor pins each worker
+    assert service["healthcheck"]["test"] == ["CMD", "marathon", "worker", "health"]
+    assert build_parser().parse_args(service["healthcheck"]["test"][2:]).kind == "health"
 
 
 def test_ports_are_published_on_localhost_only(compose):
