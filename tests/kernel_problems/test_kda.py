@@ -189,7 +189,7 @@ def test_package_exports_kda_forward_lazily():
 
 def test_gpu_baseline_refuses_to_fall_back_to_the_reference():
     """Without FLA a GPU judgement must fail loudly, never time the float64 reference as the
-    baseline (a seed then looked 87x faster on the H200)."""
+    baseline (on the H200 it took 361 ms a call against the seed's 4.1 ms)."""
     from kernels.kda.baseline import baselines
 
     try:
