@@ -35,7 +35,11 @@ SUPERVISOR = textwrap.dedent(
     """
     import sys
     from pathlib import Path
+    import marathon.processes
     from marathon.gpu_node import GpuNode
+    # A first restart after 6 s, not 1 s: the health check (a new Python process, seconds under
+    # load) must be able to see the killed worker down before it comes back.
+    marathon.processes.BACKOFF_FIRST_S = 6.0
     from marathon.gpus import visible_gpus
     records, status = sys.argv[1], Path(sys.argv[2])
     gpus = visible_gpus("auto")
@@ -129,7 +133,7 @@ def test_one_pinned_worker_per_gpu_restarted_after_a_kill_and_all_stopped_on_sig
 
         victim_pid, victim = next(iter(first.items()))
         os.kill(victim_pid, signal.SIGKILL)
-        # Down until the restart (1 s backoff): the status file says so within a poll.
+        # Down until the restart (6 s backoff here): the status file says so within a poll.
         down = wait_for(lambda: (check := _health(status)).returncode == 1 and check, 10, "health to see the kill")
         assert f"1 of 2 GPU worker(s) not running: worker-gpu{victim['env']['CUDA_VISIBLE_DEVICES']}" in down.stdout
         wait_for(lambda: len(_records(records)) == 3, 30, "the killed worker to be restarted")
