@@ -20,18 +20,11 @@ instead: a comparison is fair only between paths that promise the same.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from kernels.kda.definition import (
-    BENCH_SHAPES,
-    bytes_moved,
-    draw_common,
-    finish_inputs,
-    flops,
-    output,
-    vary_shape,
-)
-from kernels.problem import CausalAxis, Problem, Shape, check_regime
+from kernels.kda.definition import PROBLEM as BOUNDED, draw_common, finish_inputs
+from kernels.problem import Shape, check_regime
 
 REGIMES = ("default", "strong_decay", "kimi")
 GATE_LOGIT_NORMALIZER = 0.1
@@ -64,31 +57,18 @@ def make_inputs(
     return finish_inputs(draws, g, device, dtype)
 
 
-PROBLEM = Problem(
+# kda's problem in every field but the gates and what follows from them: the same operator,
+# bench and CPU shapes, tolerances, reference, kernel and space; four of kda's five verify shapes.
+PROBLEM = dataclasses.replace(
+    BOUNDED,
     name="kda-general",
     title="Kimi Delta Attention forward with general (unbounded) gates, D = 128",
-    input_names=("q", "k", "v", "g", "beta", "scale"),
-    dims=("B", "T", "H", "D"),
-    shapes={
-        "bench": BENCH_SHAPES,
-        "verify": ((1, 1000, 4, 128), (2, 63, 2, 128), (1, 4096, 8, 128), (2, 500, 3, 128)),
-        # As kda's: ragged multi-chunk T, B > 1 and H > 1 each once (interpreter cost).
-        "cpu": ((1, 180, 1, 32), (2, 20, 1, 32), (1, 40, 2, 32)),
-    },
-    # FLA's own bar against the recurrence; fp32 in the interpreter differs by summation order.
-    tolerance={"bfloat16": 5e-3, "float16": 5e-3, "float32": 1e-4},
+    shapes={**BOUNDED.shapes,
+            "verify": ((1, 1000, 4, 128), (2, 63, 2, 128), (1, 4096, 8, 128), (2, 500, 3, 128))},
     make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
-    reference="kernels.kda.reference:kda_reference",
     baselines="kernels.kda.baseline:general_baselines",
-    ours="kernels.kda.chunk:kda_forward",
-    space="kernels.kda.space",
-    causal=CausalAxis("T", {"q": 1, "k": 1, "v": 1, "g": 1, "beta": 1}, 1),
     notes="As kda, with gates of any magnitude: a chunked kernel must not factor e^(G_r - G_i) "
     "into e^(G_r) e^(-G_i) (overflow); ours forms such tiles' diagonal blocks exactly.",
-    extra={"launch_bound": False, "gate_lower_bound": None},
+    extra={**BOUNDED.extra, "gate_lower_bound": None},
     regimes=REGIMES,
-    vary_shape=vary_shape,
 )

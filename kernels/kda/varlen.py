@@ -15,6 +15,7 @@ import torch
 import triton
 
 from kernels.kda import chunk
+from kernels.kda.reference import sequence_bounds
 
 
 class PackedSequences:
@@ -25,18 +26,11 @@ class PackedSequences:
     varlen = True
 
     def __init__(self, q: torch.Tensor, cu_seqlens: torch.Tensor, chunk_len: int) -> None:
-        batch, seq = q.shape[0], q.shape[1]
-        if batch != 1:
-            raise ValueError(f"with cu_seqlens the batch must be 1 (sequences packed along T), got B = {batch}")
-        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2 or cu_seqlens.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"cu_seqlens must be a 1-D int32/int64 tensor of N + 1 >= 2 offsets, got "
-                             f"{tuple(cu_seqlens.shape)} {cu_seqlens.dtype}")
         if cu_seqlens.device != q.device:
             raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}")
-        offsets = [int(x) for x in cu_seqlens.tolist()]
-        if offsets[0] != 0 or offsets[-1] != seq or any(b < a for a, b in zip(offsets, offsets[1:])):
-            raise ValueError(f"cu_seqlens must start at 0, end at T = {seq} and never decrease, got "
-                             f"{offsets[:4]}{'...' if len(offsets) > 4 else ''} ending at {offsets[-1]}")
+        # The same checks, and the same one read of the offsets, as the reference's.
+        bounds = sequence_bounds(q, cu_seqlens)
+        offsets = [0] + [end for _, end in bounds]
         counts = [triton.cdiv(b - a, chunk_len) for a, b in zip(offsets, offsets[1:])]
         firsts = [0]
         for count in counts:

@@ -46,12 +46,13 @@ def rel(out, ref) -> float:
 
 def correctness() -> list[dict]:
     import torch
-    from fla.ops.kda import chunk_kda
 
     from kernels.kda import kda_forward
+    from kernels.kda.baseline import fla_chunk_kda
     from kernels.kda.general import make_inputs
     from kernels.kda.reference import kda_reference
 
+    chunk_kda = fla_chunk_kda()
     rows = []
     cases = [(c, None) for c in CASES] + [((1, sum(PACKED_LENGTHS), 4, 128, "kimi", "bfloat16", True),
                                            PACKED_LENGTHS)]
@@ -89,26 +90,25 @@ def correctness() -> list[dict]:
 
 def speed(reps: int) -> list[dict]:
     import torch
-    from fla.ops.kda import chunk_kda
 
     from kernels import timing
     from kernels.kda import kda_forward
-    from kernels.kda.definition import BENCH_SHAPES, GATE_LOWER_BOUND
+    from kernels.kda.baseline import baselines, general_baselines
+    from kernels.kda.definition import BENCH_SHAPES
     from kernels.kda.definition import make_inputs as bounded_inputs
     from kernels.kda.general import make_inputs as general_inputs
 
-    def fla(**flags):
-        def call(q, k, v, g, beta, scale):
-            return chunk_kda(q, k, v, g, beta, scale=scale, output_final_state=False, **flags)[0]
-        return call
+    # The judge's own baselines: fla-safe-gate and fla for kda, fla for kda-general.
+    bounded = {"ours": kda_forward, **{k.replace("-", "_"): f for k, f in baselines("cuda").items()}}
+    general = {"ours": kda_forward, **general_baselines("cuda")}
 
     rows = []
     flusher = timing.L2Flusher()
     for regime, make, providers in (
         ("bounded", lambda s, seed: bounded_inputs(s, seed, "cuda", "bfloat16"),
-         {"ours": kda_forward, "fla_safe_gate": fla(safe_gate=True, lower_bound=GATE_LOWER_BOUND), "fla": fla()}),
+         bounded),
         ("kimi", lambda s, seed: general_inputs(s, seed, "cuda", "bfloat16", regime="kimi"),
-         {"ours": kda_forward, "fla": fla()}),
+         general),
     ):
         for shape in BENCH_SHAPES:
             sets = [make(shape, seed) for seed in (101, 102)]
