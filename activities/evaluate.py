@@ -117,10 +117,12 @@ def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
 
 class Evaluator:
     """The evaluation activity, bound to a store and to this worker's device. ``gpu_index`` is the
-    NVML index of that device (``gpu_busy.gpu_index``), None when there is no GPU to measure."""
+    NVML index of that device (``gpu_busy.gpu_index``), None when there is no GPU to measure.
+    ``referees`` is the worker's ``RefereePool`` (``kernels/judge/referees.py``): judgements borrow
+    referees whose baselines are already warm; None starts a fresh referee per judgement."""
 
     def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
-                 lease_path: Optional[str] = None, gpu_index: Optional[int] = None) -> None:
+                 lease_path: Optional[str] = None, gpu_index: Optional[int] = None, referees: Any = None) -> None:
         if not database_url:
             raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
@@ -129,6 +131,7 @@ class Evaluator:
         self.device = device
         self.insecure_no_isolation = insecure_no_isolation
         self.lease_path = lease_path
+        self.referees = referees
         self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
 
     @activity.defn(name="evaluate")
@@ -146,7 +149,7 @@ class Evaluator:
         loop = asyncio.get_running_loop()
         window = self.busy.begin()
         future = loop.run_in_executor(None, self._judge, source, input, device, cancel, self.insecure_no_isolation,
-                                      self.lease_path, phase.__setitem__)
+                                      self.lease_path, phase.__setitem__, self._referees_for(device))
         # The window closes when the judge returns, raises or gives up after a cancellation: never left open.
         future.add_done_callback(lambda _: self.busy.end(window))
         try:
@@ -166,6 +169,15 @@ class Evaluator:
         duration = time.monotonic() - started
         return await asyncio.to_thread(self._result, report, duration, self.busy.end(window))
 
+    def _referees_for(self, device: Optional[str]) -> Any:
+        """The worker's referee pool when this judgement runs on its device, else None."""
+        if self.referees is None:
+            return None
+        from kernels.judge.environment import has_gpu
+
+        resolved = device or ("cuda" if has_gpu() else "cpu")
+        return self.referees if self.referees.device == resolved else None
+
     def _load_source(self, sha: str) -> str:
         from store.artifacts import get_text
         from store.db import session_scope
@@ -181,7 +193,7 @@ class Evaluator:
     @staticmethod
     def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
                insecure_no_isolation: bool = False, lease_path: Optional[str] = None,
-               set_phase: Optional[Any] = None):
+               set_phase: Optional[Any] = None, referees: Any = None):
         from kernels.judge import judge
         from kernels.judge.isolation import IsolationUnavailable
 
@@ -197,6 +209,7 @@ class Evaluator:
                 ncu=profile,
                 insecure_no_isolation=insecure_no_isolation,
                 lease_path=lease_path,
+                referees=referees,
                 heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
             )
         except ValueError as error:

@@ -6,7 +6,12 @@ another, then ``concurrent`` times at once (threads in this process, as a GPU wo
 them, sharing the GPU through the lease). With ``fresh_cache`` the first run starts from an
 empty Triton and inductor cache (a new worker on a new node: every baseline compiles and
 autotunes) and the later runs reuse what it left (a restarted worker); without it, every run
-uses the worker's own caches. Numbers are the caller's wall clock; nothing here is a test.
+uses the worker's own caches. Like a GPU worker, the benchmark keeps its referees between
+judgements (``kernels/judge/referees.py``): the first run starts one (its baseline compiles or
+loads from the caches), later runs reuse it, and before the judgements at once the pool is
+primed to ``concurrent`` referees, as a worker primes its own before it polls. With
+``keep_referees=False`` every judgement starts a fresh referee. Numbers are the caller's wall
+clock; nothing here is a test.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Judgement:
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
     gpu_busy: Optional[float] = None  # fraction of its wall time, runs one after another only
+    referee_reused: bool = False
 
 
 @dataclass
@@ -45,16 +51,20 @@ class Concurrency:
     sequential_s: float    # judgements x the median of the sequential warm runs
     statuses: list[str] = field(default_factory=list)
     gpu_busy: Optional[float] = None  # fraction of the wall time, where NVML is available
+    prime_s: Optional[float] = None   # priming the referees beforehand (not in wall_s)
 
 
 def _judge_once(problem: str, source: str, device: Optional[str], label: str, lease_path: Optional[str],
-                insecure: bool) -> Judgement:
+                insecure: bool, referees=None) -> Judgement:
     from kernels.judge import judge
 
     started = time.monotonic()
-    report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure)
+    report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure,
+                   referees=referees)
+    if report.referee_reused:
+        label += " (kept referee)"
     found = Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
-                      dict(report.phases))
+                      dict(report.phases), referee_reused=report.referee_reused)
     # As each judgement ends, so that a benchmark cut short still says what it measured.
     print(f"  {problem} {label}: {found.status} in {found.seconds:.1f} s, phases {json.dumps(found.phases)}"
           + (f", message {report.message[:300]!r}" if report.status != "ok" else ""), file=sys.stderr, flush=True)
@@ -72,8 +82,8 @@ def _busy_sampler(device: Optional[str]):
 
 
 def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str], fresh_cache: bool,
-                  lease_path: Optional[str], insecure: bool, progress: TextIO) -> tuple[list[Judgement],
-                                                                                       Optional[Concurrency]]:
+                  lease_path: Optional[str], insecure: bool, progress: TextIO,
+                  referees=None) -> tuple[list[Judgement], Optional[Concurrency]]:
     from kernels.registry import get_problem
 
     source = get_problem(problem).seed_source()
@@ -83,7 +93,7 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
         print(f"judging {problem}, run {label} ...", file=progress, flush=True)
         sampler = _busy_sampler(device)
         window = sampler.begin() if sampler is not None else None
-        judgements.append(_judge_once(problem, source, device, label, lease_path, insecure))
+        judgements.append(_judge_once(problem, source, device, label, lease_path, insecure, referees))
         if window is not None:
             figures = sampler.end(window)
             if figures.gpu_busy_s is not None and figures.wall_s > 0:
@@ -94,8 +104,16 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
 
     def one(index: int) -> None:
         results[index] = _judge_once(problem, source, device, f"concurrent {index + 1}/{concurrent}", lease_path,
-                                     insecure)
+                                     insecure, referees)
 
+    prime_s = None
+    if referees is not None:
+        print(f"priming {concurrent} referees for {problem} ...", file=progress, flush=True)
+        clock = time.monotonic()
+        for record in referees.prime([problem], count=concurrent, lease_path=lease_path):
+            if "error" in record:
+                print(f"  priming: {record['error']}", file=progress, flush=True)
+        prime_s = round(time.monotonic() - clock, 2)
     print(f"judging {problem}, {concurrent} at once ...", file=progress, flush=True)
     sampler = _busy_sampler(device)
     window = sampler.begin() if sampler is not None else None
@@ -115,7 +133,7 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
     judgements.extend(done)
     warm = [j.seconds for j in judgements[1 if fresh_cache and runs > 1 else 0:runs]] or [wall]
     return judgements, Concurrency(problem, concurrent, round(wall, 2), round(concurrent * statistics.median(warm), 2),
-                                   [j.status for j in done], busy)
+                                   [j.status for j in done], busy, prime_s)
 
 
 def render(judgements: list[Judgement], concurrency: list[Concurrency], device: str) -> str:
@@ -128,21 +146,24 @@ def render(judgements: list[Judgement], concurrency: list[Concurrency], device: 
     lines = [f"judgement wall time by phase (seconds), device: {device}", ""]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     if concurrency:
-        lines += ["", "| problem | at once | wall s | one after another s | ratio | GPU busy | statuses |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["", "| problem | at once | wall s | one after another s | ratio | GPU busy | statuses | "
+                  "referees primed before, s |", "|---|---|---|---|---|---|---|---|"]
         for c in concurrency:
             ratio = c.wall_s / c.sequential_s if c.sequential_s else float("nan")
             busy = f"{100 * c.gpu_busy:.0f} %" if c.gpu_busy is not None else "-"
             lines.append(f"| {c.problem} | {c.judgements} | {c.wall_s:.1f} | {c.sequential_s:.1f} | {ratio:.2f} | "
-                         f"{busy} | {', '.join(c.statuses)} |")
+                         f"{busy} | {', '.join(c.statuses)} | "
+                         f"{'-' if c.prime_s is None else f'{c.prime_s:.1f}'} |")
     return "\n".join(lines)
 
 
 def run(problems: list[str], runs: int = 2, concurrent: int = 0, device: Optional[str] = None,
         fresh_cache: bool = False, json_path: Optional[str] = None, lease_path: Optional[str] = None,
-        insecure: bool = False, out: TextIO = sys.stdout, progress: TextIO = sys.stderr) -> int:
+        insecure: bool = False, out: TextIO = sys.stdout, progress: TextIO = sys.stderr,
+        keep_referees: bool = True) -> int:
     """Exit status 0 when every judgement of the seed was ``ok``, else 1."""
     from kernels.judge.environment import has_gpu
+    from kernels.judge.referees import RefereePool
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -159,8 +180,14 @@ def run(problems: list[str], runs: int = 2, concurrent: int = 0, device: Optiona
                 root = tempfile.mkdtemp(prefix=f"marathon-bench-judge-{problem}-")
                 os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
                 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
-            found, together = bench_problem(problem, runs, concurrent, device, fresh_cache, lease_path, insecure,
-                                            progress)
+            # One pool per problem, so each problem's first run shows a referee's cold start.
+            referees = RefereePool(device_name, keep=max(1, concurrent)) if keep_referees else None
+            try:
+                found, together = bench_problem(problem, runs, concurrent, device, fresh_cache, lease_path, insecure,
+                                                progress, referees)
+            finally:
+                if referees is not None:
+                    referees.close()
             judgements += found
             if together is not None:
                 concurrency.append(together)

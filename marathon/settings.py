@@ -62,7 +62,8 @@ class Settings(BaseSettings):
     # worker using this GPU (default: one per visible GPU in the temp folder).
     evaluations_per_gpu: int = Field(default=4, ge=1, le=32)
     gpu_lease: str | None = None
-    # A GPU worker compiles every problem's baselines once before it polls (kernels/judge/warm.py).
+    # A GPU worker starts the referees it keeps and warms every problem's baselines in them before
+    # it polls (kernels/judge/referees.py).
     warm_baselines: bool = True
 
     @property

@@ -125,6 +125,14 @@ def build_cpu_worker(
     )
 
 
+def evaluation_referees(settings: Settings, device: str) -> Any:
+    """The referee pool of an evaluation worker on ``device``: as many kept referees as it runs
+    judgements at once (``kernels/judge/referees.py``)."""
+    from kernels.judge.referees import RefereePool
+
+    return RefereePool(device, keep=settings.evaluations_per_gpu if device == "cuda" else 1)
+
+
 def build_gpu_worker(
     client: Client,
     settings: Settings,
@@ -134,11 +142,13 @@ def build_gpu_worker(
     database_url: Optional[str] = None,
     activities: Optional[Sequence[Callable[..., Any]]] = None,
     graceful_shutdown_timeout: timedelta = GPU_GRACEFUL_SHUTDOWN,
+    referees: Any = None,
     **worker_options: Any,
 ) -> Worker:
     """The evaluation worker, on the queue of this device's architecture (``task_queue``
     overrides it): ``settings.evaluations_per_gpu`` judgements at once on a GPU (they share it
-    through the GPU lease, timing alone), one at a time on a CPU."""
+    through the GPU lease, timing alone), one at a time on a CPU. ``referees``: the worker's
+    ``RefereePool`` (``evaluation_referees``), kept across judgements; None: a fresh referee each."""
     device = device or default_device()
     if activities is None:
         from activities.evaluate import Evaluator
@@ -148,7 +158,7 @@ def build_gpu_worker(
         index = gpu_index(os.environ) if device == "cuda" else None
         activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
                                 insecure_no_isolation=settings.insecure_no_isolation,
-                                lease_path=settings.gpu_lease, gpu_index=index).evaluate]
+                                lease_path=settings.gpu_lease, gpu_index=index, referees=referees).evaluate]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device)
     return Worker(

@@ -74,11 +74,21 @@ class Child:
             threading.Thread(target=self._drain, daemon=True),
             threading.Thread(target=self._read_reports, args=(read_fd,), daemon=True),
         ]
+        # Commands sent and messages received after the first line: equal when the process owes no answer.
+        self.sent = self.received = 0
         for thread in self.threads:
             thread.start()
-        self.send(dict(config, report_fd=write_fd, nonce=self.nonce))
+        self._write(dict(config, report_fd=write_fd, nonce=self.nonce))
 
     def send(self, command: dict[str, Any]) -> None:
+        self.sent += 1
+        self._write(command)
+
+    def pending(self) -> int:
+        """Commands not answered yet (each command gets one message)."""
+        return self.sent - self.received
+
+    def _write(self, command: dict[str, Any]) -> None:
         try:
             self.process.stdin.write((json.dumps(command) + "\n").encode())
             self.process.stdin.flush()
@@ -105,6 +115,7 @@ class Child:
                     line, buffer = buffer.split(b"\n", 1)
                     message = protocol.parse(line, self.nonce)
                     if message is not None:
+                        self.received += 1
                         self.messages.put(message)
                 if len(buffer) > protocol.MAX_LINE_BYTES:
                     buffer = b""

@@ -29,6 +29,74 @@ from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.report import JUDGE_VERSION
 
 DIGEST_SIGMAS = 6.0  # an honest output's digest moves by at most this many error norms
+# The baseline each (problem, device) is timed against, loaded once per process: (label, callable,
+# note). A referee that serves several judgements keeps its compiled, autotuned baselines here.
+BASELINES: dict[tuple[str, str], tuple[str, Any, str]] = {}
+
+
+def baseline_for(problem, name: str, device: str) -> tuple[str, Any, str]:
+    """The (label, callable, note) of ``problem``'s first baseline on ``device``, loaded once.
+    On the CPU a baseline that cannot load (FLA needs a GPU) falls back to the reference, said
+    in the note; on a GPU that raises (a silent fallback once timed a float64 loop)."""
+    key = (name, device)
+    if key not in BASELINES:
+        note = ""
+        try:
+            baselines = problem.load_baselines(device)
+        except Exception as error:
+            if device != "cpu":
+                raise
+            baselines = {"reference": problem.load_reference()}
+            note = f"baseline unavailable on cpu ({error}); timed the reference"
+        label, baseline = next(iter(baselines.items()))
+        BASELINES[key] = (label, baseline, note)
+    return BASELINES[key]
+
+
+def release_memory() -> bool:
+    """Free what the last judgement left (its inputs, references, outputs): True when a GPU
+    cache was emptied."""
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+        return True
+    return False
+
+
+def prime(problems: list[str], device: str, lease_path: str | None = None) -> list[dict[str, Any]]:
+    """Load and warm each problem's timed baseline at its bench shapes in this process, before
+    any judgement (a GPU worker primes the referees it keeps). One record per (problem, shape)
+    with the seconds of its first two calls, or the error that stopped that problem."""
+    import torch
+
+    from kernels.registry import get_problem
+
+    records: list[dict[str, Any]] = []
+    lease = GpuLease(lease_path) if lease_path and device == "cuda" else None
+    for name in problems:
+        try:
+            problem = get_problem(name)
+            dtype = problem.cpu_dtype if device == "cpu" else problem.gpu_dtype
+            label, baseline, _ = baseline_for(problem, name, device)
+            for shape in problem.shape_set("bench"):
+                with gpu_lease.maybe(lease, exclusive=False):
+                    inputs = planning.make_inputs(problem, shape, 1, "default", device, dtype)
+                    started = time.perf_counter()
+                    with torch.no_grad():
+                        baseline(**inputs)
+                        baseline(**inputs)
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    del inputs
+                records.append({"problem": name, "baseline": label, "shape": list(shape),
+                                "seconds": round(time.perf_counter() - started, 3)})
+        except Exception as error:  # one problem's baseline must not stop the others' warm-up
+            records.append({"problem": name, "error": f"{type(error).__name__}: {str(error)[:300]}"})
+    release_memory()
+    return records
 
 
 class Referee:
@@ -82,6 +150,16 @@ class Referee:
             group = call.key.partition("/")[0]
             seconds[group] = max(seconds.get(group, 0.0), time.perf_counter() - start)
         return seconds
+
+    def begin(self) -> dict[str, Any]:
+        """Every checked call's reference, made while the candidate's process starts; the
+        ``ready`` message. On a GPU other judgements may be timing: hold the lease shared, as
+        the caller does for every other untimed GPU command."""
+        path = self.config.get("lease_path")
+        lease = GpuLease(path) if path and self.device == "cuda" else None
+        with gpu_lease.maybe(lease, exclusive=False):
+            seconds = self.precompute()
+        return {"kind": "ready", "fingerprint": fingerprint(self.torch, self.device), "reference_s": seconds}
 
     # comparing -------------------------------------------------------------------
     def compare(self, key: str, path: str, sha256: str) -> dict[str, Any]:
@@ -220,16 +298,9 @@ class Referee:
 
     # the baseline ----------------------------------------------------------------
     def load_baseline(self) -> None:
-        if self.baseline is not None:
-            return
-        try:
-            baselines = self.problem.load_baselines(self.device)
-        except Exception as error:  # e.g. FLA needs a GPU: fall back to the reference on CPU
-            if self.device != "cpu":
-                raise
-            baselines = {"reference": self.reference}
-            self.baseline_note = f"baseline unavailable on cpu ({error}); timed the reference"
-        self.baseline_label, self.baseline = next(iter(baselines.items()))
+        if self.baseline is None:
+            self.baseline_label, self.baseline, self.baseline_note = baseline_for(
+                self.problem, self.config["problem"], self.device)
 
     def sets_for(self, bench_index: int) -> list[dict[str, Any]]:
         if bench_index not in self.bench_sets:
@@ -328,20 +399,36 @@ def fingerprint(torch, device: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    """Serve judgements one after another until stdin closes.
+
+    The first line names the report pipe and its nonce. Then, per judgement: ``begin`` (the
+    judgement's config: problem, plan, lease) answered ``ready`` once the references exist,
+    the judgement's commands, and ``end``, answered ``ended`` once its tensors are freed. The
+    baselines (compiled, autotuned) stay loaded between judgements (``BASELINES``): a referee
+    kept by a ``RefereePool`` pays their warm-up once. ``prime`` warms them before any
+    judgement. Any error is reported and ends the process: a referee is never reused after one.
+    """
     protocol.die_with_parent()
     config = json.loads(sys.stdin.readline())
     fd, nonce = config["report_fd"], config["nonce"]
+    referee: Referee | None = None
     try:
-        referee = Referee(config)
-        # The references run on the GPU while other judgements may be timing on it: hold the
-        # lease shared, as the caller does for every other untimed GPU command.
-        lease = GpuLease(config["lease_path"]) if config.get("lease_path") and referee.device == "cuda" else None
-        with gpu_lease.maybe(lease, exclusive=False):
-            seconds = referee.precompute()
-        protocol.send(fd, nonce, {"kind": "ready", "fingerprint": fingerprint(referee.torch, referee.device),
-                                  "reference_s": seconds})
         for line in sys.stdin:
-            protocol.send(fd, nonce, referee.handle(json.loads(line)))
+            command = json.loads(line)
+            op = command.get("op")
+            if op == "begin":
+                referee = Referee(command)
+                protocol.send(fd, nonce, referee.begin())
+            elif op == "end":
+                referee = None
+                protocol.send(fd, nonce, {"kind": "ended", "freed": release_memory()})
+            elif op == "prime":
+                protocol.send(fd, nonce, {"kind": "primed", "records": prime(command["problems"], command["device"],
+                                                                             command.get("lease_path"))})
+            elif referee is None:
+                raise ValueError(f"referee command {op!r} outside a judgement (send 'begin' first)")
+            else:
+                protocol.send(fd, nonce, referee.handle(command))
     except BaseException as error:
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-3000:]
         protocol.send(fd, nonce, {"kind": "error", "message": f"referee failed: {detail}"})

@@ -48,6 +48,9 @@ class JudgeReport:
     # "references", "verify", "warm", "timing", "recheck", "profile", ...). "timing" is the time
     # the candidate held the GPU exclusively (``gpu_lease.py``); "lease_wait" the time it waited.
     phases: dict[str, float] = field(default_factory=dict)
+    # True when the referee had judged before in this worker (``referees.py``): its baseline was
+    # already compiled and warm, so "baseline_warm" shows the warm cost, not the cold one.
+    referee_reused: bool = False
     judge_version: str = JUDGE_VERSION
 
     def __post_init__(self) -> None:

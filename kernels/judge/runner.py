@@ -35,13 +35,13 @@ from kernels.judge.children import Child, Session, Stop
 from kernels.judge.environment import child_env, default_lease_path, has_gpu, libcuda_dir, sandbox_env
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.ncu import NCU_TIMEOUT_S
+from kernels.judge.referees import RefereePool, start_referee
 from kernels.judge.report import JudgeReport
 
 __all__ = ["judge", "has_gpu", "child_env", "sandbox_env", "sandbox_readable", "SANDBOX_MODULE"]
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 BOOT = "import sys; sys.path.insert(0, {root!r}); from {module} import main; main()"
-REFEREE_MODULE = "kernels.judge.referee"
 # What runs in the candidate's process. Tests put a deliberately compromised stand-in here
 # (tests/judge/compromised.py) to prove that nothing that process says can pass a cheat.
 SANDBOX_MODULE = "kernels.judge.sandbox"
@@ -100,6 +100,7 @@ def judge(
     heartbeat: Callable[[str], None] | None = None,
     insecure_no_isolation: bool = False,
     lease_path: str | None = None,
+    referees: RefereePool | None = None,
 ) -> JudgeReport:
     """Judge candidate ``source`` for ``problem``; see ``kernels/judge/__init__.py``.
 
@@ -110,6 +111,8 @@ def judge(
     unless ``insecure_no_isolation`` (then every report says ``isolation: none``).
     ``lease_path`` names the GPU lease file (``gpu_lease.py``) that judgements sharing this GPU
     use; default one per visible GPU in the temp folder. CPU judgements take one only when given.
+    ``referees`` (a worker's ``RefereePool`` for this device) lends a referee that may have judged
+    before, its baselines already compiled and autotuned; without one, a fresh referee process.
     """
     from kernels.registry import get_problem
 
@@ -181,12 +184,17 @@ def judge(
     sandbox_argv = isolating.isolation_argv(
         isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(box,),
         readable=sandbox_readable(problem), env=env, gpu=device == "cuda")
+    if referees is not None and referees.device != device:
+        raise ValueError(f"the referee pool serves {referees.device!r}, this judgement runs on {device!r}")
     children: dict[str, Child] = {}
     data: dict[str, Any] = {"timings": []}
+    referee_dir = workdir
     try:
-        children["referee"] = Child("referee", python + [BOOT.format(root=PROJECT_ROOT, module=REFEREE_MODULE)],
-                                     dict(common, plan=the_plan.to_dict(), lease_path=lease_path),
-                                     child_env(workdir, device), workdir)
+        if referees is not None:
+            children["referee"], referee_dir, data["referee_reused"] = referees.take()
+        else:
+            children["referee"] = start_referee(workdir, device)
+        children["referee"].send(dict(common, op="begin", plan=the_plan.to_dict(), lease_path=lease_path))
         children["sandbox"] = Child("sandbox", sandbox_argv, sandbox_config,
                                      env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box)
         session = Session(children["sandbox"], children["referee"], started + timeout_s, timeout_s, cancel, heartbeat)
@@ -211,13 +219,17 @@ def judge(
             session.close_phase()
         data["phases"] = session.phases
     finally:
-        for child in children.values():
-            child.kill()
+        for who, child in children.items():
+            if who == "referee" and referees is not None:
+                referees.give_back(child, referee_dir)  # kept if it ends cleanly, else killed
+            else:
+                child.kill()
         tail = children["sandbox"].capture.text() if "sandbox" in children else ""
         shutil.rmtree(workdir, ignore_errors=True)
     fields: dict[str, Any] = {"seeds": [c.seed % (2**31) for c in the_plan.checks if c.key.endswith("/seed0")],
                               "output_tail": tail, "fingerprint": data.get("fingerprint", {}),
-                              "phases": data.get("phases", {})}
+                              "phases": data.get("phases", {}),
+                              "referee_reused": bool(data.get("referee_reused", False))}
     if not ncu:
         fields["ncu_reason"] = "ncu profiling not requested"
     elif shutil.which("ncu") is None:

@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     judge.add_argument("--concurrent", type=int, default=0, help="then this many at once (default 0: none)")
     judge.add_argument("--fresh-cache", action="store_true",
                        help="start each problem from empty Triton and inductor caches (a new worker)")
+    judge.add_argument("--fresh-referees", action="store_true",
+                       help="start a new referee for every judgement instead of keeping them as a worker does "
+                       "(each judgement then warms its baseline again)")
     judge.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when present")
     judge.add_argument("--insecure-no-isolation", action="store_true",
                        help="judge without OS isolation where bubblewrap is missing")
@@ -46,7 +49,7 @@ def handle_judge(args: argparse.Namespace) -> int:
     try:
         return run(args.problems or ["kda", "mla-decode"], runs=args.runs, concurrent=args.concurrent,
                    device=args.device, fresh_cache=args.fresh_cache, json_path=args.json_path,
-                   insecure=args.insecure_no_isolation)
+                   insecure=args.insecure_no_isolation, keep_referees=not args.fresh_referees)
     except IsolationUnavailable as error:
         print(f"marathon bench judge: refusing to run candidates: {error}", file=sys.stderr)
         return 2

@@ -206,9 +206,10 @@ async def run_worker(args: argparse.Namespace) -> int:
         register_problems(settings.resolved_database_url, workers.cpu_identity(settings))
     else:
         device = workers.default_device() if args.device == "auto" else args.device
+        referees = workers.evaluation_referees(settings, device)
         if device == "cuda" and settings.warm_baselines:
-            await asyncio.to_thread(warm_baselines, log)
-        worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue)
+            await asyncio.to_thread(warm_baselines, referees, settings, log)
+        worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue, referees=referees)
     log.info("%s worker polling task queue %s on %s", args.kind, worker.task_queue, settings.temporal_address)
 
     stopping = asyncio.Event()
@@ -226,17 +227,19 @@ async def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def warm_baselines(log) -> None:
-    """Compile every problem's baselines once, before polling (kernels/judge/warm.py): four
-    judgements started at once must not all compile FLA at the same time."""
-    from kernels.judge.warm import warm_baselines as warm
+def warm_baselines(referees, settings, log) -> None:
+    """Start the referees this worker keeps and warm every problem's baseline in each, before
+    polling (kernels/judge/referees.py): the first compiles what the node lacks, the others
+    load it; judgements then borrow referees whose baselines are warm."""
+    from kernels.judge.environment import default_lease_path
     from kernels.registry import problem_names
 
     started = time.monotonic()
-    log.info("warming the baselines (first start on this node: minutes; later: seconds)")
-    records = warm(problem_names(), "cuda")
+    log.info("warming the baselines in %d referees (first start on this node: minutes; later: seconds)",
+             referees.keep)
+    records = referees.prime(problem_names(), count=referees.keep, lease_path=settings.gpu_lease or default_lease_path())
     for record in records:
         if "error" in record:
-            log.warning("baseline warm-up: %s: %s", record.get("problem", "?"), record["error"])
-    log.info("baselines warm in %.0f s (%d shapes)", time.monotonic() - started,
-             sum("error" not in r for r in records))
+            log.warning("baseline warm-up: %s: %s", record.get("problem", f"referee {record.get('referee', '?')}"),
+                        record["error"])
+    log.info("baselines warm in %.0f s (%d referees kept)", time.monotonic() - started, referees.idle())
