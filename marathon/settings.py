@@ -65,6 +65,20 @@ class Settings(BaseSettings):
     # A GPU worker starts the referees it keeps and warms every problem's baselines in them before
     # it polls (kernels/judge/referees.py).
     warm_baselines: bool = True
+    # Which problems' baselines to warm (comma-separated names); empty: every registered problem.
+    # A node that serves a few problems need not compile the others' baselines (minutes each).
+    warm_problems: str = ""
+
+    @property
+    def warm_problem_names(self) -> list[str]:
+        """``warm_problems`` as names; every registered problem when it is empty. Raises
+        ValueError naming the known problems for an unknown one."""
+        from kernels.registry import get_problem, problem_names
+
+        names = [n.strip() for n in self.warm_problems.split(",") if n.strip()]
+        for name in names:
+            get_problem(name)
+        return names or list(problem_names())
 
     @property
     def resolved_database_url(self) -> str:

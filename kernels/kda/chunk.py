@@ -61,7 +61,7 @@ SUB_CHUNK = 16
 # e^-80 = 1.8e-35 are normal fp32 numbers. Gates >= -5 span at most 75 (15 steps); beyond it a
 # chunk's tile takes the exact column-by-column form (``_prepare_*_kernel``), decided per tile on
 # the GPU: no host synchronisation, no silent inf.
-SAFE_SPAN: tl.constexpr = 80.0
+SAFE_SPAN = tl.constexpr(80.0)  # a global a jitted function reads must be a constexpr instance
 
 
 @triton.jit

@@ -208,7 +208,12 @@ async def run_worker(args: argparse.Namespace) -> int:
         device = workers.default_device() if args.device == "auto" else args.device
         referees = workers.evaluation_referees(settings, device)
         if device == "cuda" and settings.warm_baselines:
-            await asyncio.to_thread(warm_baselines, referees, settings, log)
+            try:
+                problems = settings.warm_problem_names
+            except ValueError as error:
+                log.error("MARATHON_WARM_PROBLEMS: %s", error)
+                return 2
+            await asyncio.to_thread(warm_baselines, referees, problems, settings, log)
         worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue, referees=referees)
     log.info("%s worker polling task queue %s on %s", args.kind, worker.task_queue, settings.temporal_address)
 
@@ -227,17 +232,16 @@ async def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def warm_baselines(referees, settings, log) -> None:
+def warm_baselines(referees, problems: list[str], settings, log) -> None:
     """Start the referees this worker keeps and warm every problem's baseline in each, before
     polling (kernels/judge/referees.py): the first compiles what the node lacks, the others
     load it; judgements then borrow referees whose baselines are warm."""
     from kernels.judge.environment import default_lease_path
-    from kernels.registry import problem_names
 
     started = time.monotonic()
     log.info("warming the baselines in %d referees (first start on this node: minutes; later: seconds)",
              referees.keep)
-    records = referees.prime(problem_names(), count=referees.keep, lease_path=settings.gpu_lease or default_lease_path())
+    records = referees.prime(problems, count=referees.keep, lease_path=settings.gpu_lease or default_lease_path())
     for record in records:
         if "error" in record:
             log.warning("baseline warm-up: %s: %s", record.get("problem", f"referee {record.get('referee', '?')}"),

@@ -145,7 +145,9 @@ def main() -> int:
     # A `timeout` around this script sends SIGTERM: end through the finally below, so that what was
     # measured is written (seen on the H200: a killed script returned nothing).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
-    env = dict(os.environ, MARATHON_HOME=str(home), PYTHONUNBUFFERED="1")
+    # The GPU worker warms only the baselines of the problems run here (each other one costs minutes on a new node).
+    env = dict(os.environ, MARATHON_HOME=str(home), PYTHONUNBUFFERED="1",
+               MARATHON_WARM_PROBLEMS=",".join(item.split(":")[0] for item in args.problem))
     up_log = open(home / "up.log", "w")
     began = time.monotonic()
     up = subprocess.Popen([sys.executable, "-m", "marathon.cli", "up", "--home", str(home), "--api-port", "8000"],
