@@ -194,7 +194,7 @@ class Evaluator:
     def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
                insecure_no_isolation: bool = False, lease_path: Optional[str] = None,
                set_phase: Optional[Any] = None, referees: Any = None):
-        from kernels.judge import judge
+        from kernels.judge import RefereeFailure, judge
         from kernels.judge.isolation import IsolationUnavailable
 
         profile, why_not = ncu_request(input.profile, device)
@@ -218,6 +218,11 @@ class Evaluator:
             # Not retryable here: this worker cannot isolate candidates until an operator acts.
             raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
                                    non_retryable=True) from error
+        except RefereeFailure as error:
+            # The judge's own failure (out of GPU memory, a baseline that cannot run), not a verdict:
+            # Temporal retries the evaluation (EVALUATE_RETRY); after its last try the candidate is recorded
+            # as crashed with this message.
+            raise ApplicationError(str(error)[-MESSAGE_LIMIT:], type="RefereeFailure") from error
         if input.profile and not profile:
             report.ncu_reason = why_not
         return report

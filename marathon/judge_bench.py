@@ -56,11 +56,14 @@ class Concurrency:
 
 def _judge_once(problem: str, source: str, device: Optional[str], label: str, lease_path: Optional[str],
                 insecure: bool, referees=None) -> Judgement:
-    from kernels.judge import judge
+    from kernels.judge import JudgeReport, RefereeFailure, judge
 
     started = time.monotonic()
-    report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure,
-                   referees=referees)
+    try:
+        report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure,
+                       referees=referees)
+    except RefereeFailure as error:  # the judge's own failure: shown as a crashed judgement, with why
+        report = JudgeReport(status="crashed", message=str(error))
     if report.referee_reused:
         label += " (kept referee)"
     found = Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),

@@ -15,8 +15,9 @@ profiles an accepted candidate with Nsight Compute within a bounded time (``ncu.
 exploit, its defense, its test, and what remains possible.
 """
 
+from kernels.judge.children import RefereeFailure
 from kernels.judge.isolation import IsolationUnavailable
 from kernels.judge.report import JUDGE_VERSION, STATUSES, JudgeReport
 from kernels.judge.runner import judge
 
-__all__ = ["JUDGE_VERSION", "STATUSES", "IsolationUnavailable", "JudgeReport", "judge"]
+__all__ = ["JUDGE_VERSION", "STATUSES", "IsolationUnavailable", "JudgeReport", "RefereeFailure", "judge"]

@@ -47,6 +47,18 @@ class Capture:
         return (body + bytes(self.tail)).decode(errors="replace")
 
 
+# Referee commands that read what the candidate's process wrote: a referee failing on one of these
+# may have been made to fail by the candidate (a hostile output file), so that is the candidate's
+# verdict. Failing on anything else (references, the baseline) is the judge's own failure.
+CANDIDATE_DATA_OPS = ("compare", "digests")
+
+
+class RefereeFailure(Exception):
+    """The trusted referee failed on its own work (its references or the baseline: out of GPU
+    memory, a baseline that cannot run): no verdict on the candidate. Callers retry elsewhere
+    or later; a Temporal activity raises it, and Temporal retries."""
+
+
 class Stop(Exception):
     """Ends a judgement with a status and a message."""
 
@@ -76,12 +88,14 @@ class Child:
         ]
         # Commands sent and messages received after the first line: equal when the process owes no answer.
         self.sent = self.received = 0
+        self.last_op = ""  # the op of the last command sent, for telling whose failure an error is
         for thread in self.threads:
             thread.start()
         self._write(dict(config, report_fd=write_fd, nonce=self.nonce))
 
     def send(self, command: dict[str, Any]) -> None:
         self.sent += 1
+        self.last_op = str(command.get("op", ""))
         self._write(command)
 
     def pending(self) -> int:
@@ -220,15 +234,23 @@ class Session:
                 continue
             if message is None:
                 if child is self.referee:
-                    raise Stop("crashed", f"the referee {child.exit_description()}: {child.capture.text()[-600:]}")
+                    self._referee_failed(f"the referee {child.exit_description()}: {child.capture.text()[-600:]}",
+                                         child.last_op)
                 raise Stop("crashed", f"the candidate's process {child.exit_description()} (while {self.phase}); "
                             "an early exit is not a pass")
             kind = message.get("kind")
             if child is self.sandbox and kind == "reject":
                 raise Stop(str(message.get("status", "runtime_error")), str(message.get("message", "")))
             if child is self.referee and kind == "error":
-                raise Stop("crashed", str(message.get("message", "referee failed"))[-1500:])
+                self._referee_failed(str(message.get("message", "referee failed"))[-1500:],
+                                     str(message.get("op", child.last_op)))
             return message
+
+    def _referee_failed(self, message: str, op: str) -> None:
+        """Raise what a referee's failure during command ``op`` means (``CANDIDATE_DATA_OPS``)."""
+        if op in CANDIDATE_DATA_OPS:
+            raise Stop("crashed", f"the referee failed on the candidate's output ({op}): {message}")
+        raise RefereeFailure(f"the judge's referee failed ({op or 'starting'}), not the candidate: {message}")
 
     def ask(self, child: Child, command: dict[str, Any], limit_s: float | None, what: str,
             expect: str) -> dict[str, Any]:

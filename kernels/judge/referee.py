@@ -412,10 +412,11 @@ def main() -> None:
     config = json.loads(sys.stdin.readline())
     fd, nonce = config["report_fd"], config["nonce"]
     referee: Referee | None = None
+    op = ""
     try:
         for line in sys.stdin:
             command = json.loads(line)
-            op = command.get("op")
+            op = command.get("op", "")
             if op == "begin":
                 referee = Referee(command)
                 protocol.send(fd, nonce, referee.begin())
@@ -431,6 +432,7 @@ def main() -> None:
                 protocol.send(fd, nonce, referee.handle(command))
     except BaseException as error:
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))[-3000:]
-        protocol.send(fd, nonce, {"kind": "error", "message": f"referee failed: {detail}"})
+        # ``op`` tells the caller whether this was about the candidate's outputs or the judge's own work.
+        protocol.send(fd, nonce, {"kind": "error", "op": op, "message": f"referee failed: {detail}"})
     sys.stdout.flush()
     os._exit(0)

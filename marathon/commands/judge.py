@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from kernels.judge import judge
+    from kernels.judge import RefereeFailure, judge
     from kernels.judge.isolation import IsolationUnavailable
     from kernels.registry import problem_names
 
@@ -62,6 +62,9 @@ def handle(args: argparse.Namespace) -> int:
     except IsolationUnavailable as error:
         print(f"marathon judge: refusing to run the candidate: {error}", file=sys.stderr)
         return 2
+    except RefereeFailure as error:
+        print(f"marathon judge: no verdict: {error}", file=sys.stderr)
+        return 3
     except (ValueError, ImportError) as error:
         message = str(error)
         if "known problems" not in message:

@@ -81,3 +81,14 @@ def test_roofline_limit_reads_which_ceiling_sets_the_floor():
     assert roofline_limit({"problem": "kda", "shapes": shapes((1, 8192, 16, 128))}) == "memory"
     assert roofline_limit({"problem": "no-such-problem", "shapes": shapes((1, 2))}) is None
     assert roofline_limit({"problem": "kda", "shapes": [{"dims": [1, 8192, 16, 128]}]}) is None  # CPU: no roofline
+
+
+def test_a_referee_failure_is_retried_not_recorded_as_the_candidates_verdict():
+    from temporalio.exceptions import ApplicationError
+
+    request = EvaluateInput(run_id="r", iteration=1, index=0, problem="tests.judge.toy:FAILING_BASELINE",
+                            source_sha="x", device="cpu", confirm=False, timeout_s=300.0, profile=False)
+    with pytest.raises(ApplicationError) as raised:
+        Evaluator._judge(HONEST, request, "cpu", threading.Event())
+    assert raised.value.type == "RefereeFailure" and not raised.value.non_retryable
+    assert "not the candidate" in str(raised.value)

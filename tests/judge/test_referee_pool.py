@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.judge import judge
+from kernels.judge import RefereeFailure, judge
 from kernels.judge.referees import RefereePool, end_judgement, start_referee
 from tests.judge.corpus import CANDIDATES, TOY
 
@@ -77,3 +77,14 @@ def test_priming_warms_each_problem_in_kept_referees(pool):
     assert pool.idle() == 1 and pool.started == 1
     report = judge(_source("honest_cumsum"), TOY, device="cpu", referees=pool)
     assert report.status == "ok" and report.referee_reused, report.message
+
+
+def test_a_referee_failing_on_its_own_work_is_no_verdict_on_the_candidate(pool):
+    # The baseline fails in the referee while the candidate is honest: the judge says it failed
+    # (callers retry), rather than record the candidate as crashed; the referee is not kept.
+    with pytest.raises(RefereeFailure, match=r"(?s)referee failed \(warm\), not the candidate.*out of memory"):
+        judge(_source("honest_cumsum"), "tests.judge.toy:FAILING_BASELINE", device="cpu", referees=pool)
+    assert pool.idle() == 0
+    # A candidate's own failure is still its verdict, and the next judgement gets a fresh referee.
+    report = judge(_source("nan_output"), TOY, device="cpu", referees=pool)
+    assert report.status == "incorrect" and not report.referee_reused, report.message

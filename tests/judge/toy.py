@@ -11,6 +11,7 @@ Regimes: ``"default"`` (``x`` standard normal, ``scale`` in [0.5, 1.5)) and ``"l
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,17 @@ PROBLEM = Problem(
     regimes=REGIMES,
     vary_shape=vary_shape,
 )
+
+
+def failing_baselines(device):
+    """A baseline that runs out of memory, as a referee's work did on the H200 when four kda
+    judgements shared one GPU: the judge's own failure, not the candidate's."""
+
+    def baseline(**inputs):
+        raise MemoryError("out of memory (a stand-in for CUDA's)")
+
+    return {"failing": baseline}
+
+
+FAILING_BASELINE = dataclasses.replace(PROBLEM, name="toy-failing-baseline",
+                                       baselines="tests.judge.toy:failing_baselines")

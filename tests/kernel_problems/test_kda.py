@@ -201,3 +201,18 @@ def test_gpu_baseline_refuses_to_fall_back_to_the_reference():
     with pytest.raises(ImportError, match=r"fla-core==0\.6\.0"):
         baselines("cuda")
     assert list(baselines("cpu")) == ["reference"]
+
+
+def test_the_chunked_reference_by_groups_of_heads_is_the_same(monkeypatch):
+    # Large inputs are referenced a few heads at a time (bounded GPU memory); heads are
+    # independent, so the grouped result, final state included, is the whole one.
+    from kernels.kda import reference
+
+    inputs = make_inputs((2, 70, 5, 16), seed=3, device="cpu", dtype="float32")
+    state = torch.randn(2, 5, 16, 16, dtype=torch.float64)
+    whole, whole_state = kda_chunked_reference(**inputs, initial_state=state, output_final_state=True, chunk=16)
+    plain = kda_chunked_reference(**inputs, chunk=16)
+    monkeypatch.setattr(reference, "HEAD_GROUP_VALUES", 2 * 70 * 16 * 2)  # two heads per group: 2, 2, 1
+    grouped, grouped_state = kda_chunked_reference(**inputs, initial_state=state, output_final_state=True, chunk=16)
+    assert torch.equal(grouped, whole) and torch.equal(grouped_state, whole_state)
+    assert torch.equal(kda_chunked_reference(**inputs, chunk=16), plain)
