@@ -112,7 +112,18 @@ class Sandbox:
     def _warm_triton_driver() -> None:
         """Triton builds its driver helpers on first use and writes them to its cache. Outside
         a launch the guards refuse writes outside the sandbox, so build them now: an honest
-        candidate that asks for device properties in host code must not be charged with it."""
+        candidate that asks for device properties in host code must not be charged with it.
+        The same for torch: until ``torch.cuda.init()``, ``torch.cuda.get_device_properties``
+        counts devices through NVML with ctypes (seen on the H200: an honest mla-decode
+        candidate of the search space, which sizes its grid by the SM count, was refused for
+        ``ctypes.dlopen``); initialised here, it asks the CUDA runtime."""
+        try:
+            import torch
+
+            torch.cuda.init()
+            torch.cuda.get_device_properties(torch.cuda.current_device())
+        except Exception:  # no usable GPU: the candidate's first call says so
+            pass
         try:
             import triton
 
