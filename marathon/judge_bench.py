@@ -41,6 +41,9 @@ class Judgement:
     phases: dict[str, float] = field(default_factory=dict)
     gpu_busy: Optional[float] = None  # fraction of its wall time, runs one after another only
     referee_reused: bool = False
+    # Per bench shape: the speedup, both medians and spreads (20-80 % range over the median) and
+    # the CUDA-graph speedup where timed, so a judgement's noise can be told from a real change.
+    shapes: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -67,11 +70,35 @@ def _judge_once(problem: str, source: str, device: Optional[str], label: str, le
     if report.referee_reused:
         label += " (kept referee)"
     found = Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
-                      dict(report.phases), referee_reused=report.referee_reused)
+                      dict(report.phases), referee_reused=report.referee_reused, shapes=_shape_figures(report))
     # As each judgement ends, so that a benchmark cut short still says what it measured.
     print(f"  {problem} {label}: {found.status} in {found.seconds:.1f} s, phases {json.dumps(found.phases)}"
           + (f", message {report.message[:300]!r}" if report.status != "ok" else ""), file=sys.stderr, flush=True)
+    for item in found.shapes:
+        print(f"    {item['shape']}: {item['speedup']:.3f}x (candidate {item['candidate_ms'] * 1e3:.1f} us "
+              f"spread {item['candidate_spread']:.2f}, baseline {item['baseline_ms'] * 1e3:.1f} us spread "
+              f"{item['baseline_spread']:.2f}, {item['reps']} calls"
+              + (f"; graph {item['graph_speedup']:.3f}x" if "graph_speedup" in item else "") + ")",
+              file=sys.stderr, flush=True)
     return found
+
+
+def _shape_figures(report) -> list[dict]:
+    """What the report says of each timed shape, small enough to print."""
+    figures = []
+    for entry in report.shapes or []:
+        timing = entry.get("timing")
+        if not timing:
+            continue
+        cand, base = timing["candidate"], timing["baseline"]
+        item = {"shape": entry.get("shape"), "speedup": entry.get("speedup"),
+                "candidate_ms": cand.get("median_ms"), "candidate_spread": cand.get("spread"),
+                "baseline_ms": base.get("median_ms"), "baseline_spread": base.get("spread"), "reps": cand.get("reps")}
+        graph = entry.get("graph") or {}
+        if graph.get("speedup") is not None:
+            item["graph_speedup"] = graph["speedup"]
+        figures.append(item)
+    return figures
 
 
 def _busy_sampler(device: Optional[str]):

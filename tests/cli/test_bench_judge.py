@@ -22,6 +22,14 @@ def test_bench_judge_prints_phases_and_concurrency(tmp_path, capsys):
     for judgement in data["judgements"]:
         assert {"startup", "load", "verify", "timing"} <= set(judgement["phases"])
         assert sum(judgement["phases"].values()) <= judgement["seconds"] + 0.05
+        # Per timed shape: the figures that tell a judgement's noise from a real change.
+        assert len(judgement["shapes"]) == 2  # the toy's CPU bench shapes
+        for shape in judgement["shapes"]:
+            assert shape["speedup"] > 0 and shape["candidate_ms"] > 0 and shape["baseline_ms"] > 0
+            assert shape["reps"] >= 1 and shape["candidate_spread"] >= 0
+    # Kept referees, as a worker keeps them: the later judgements found theirs warm.
+    assert not data["judgements"][0]["referee_reused"]
+    assert any(j["referee_reused"] for j in data["judgements"][1:])
     (together,) = data["concurrency"]
     assert together["judgements"] == 2 and together["statuses"] == ["ok", "ok"]
     assert together["sequential_s"] == round(2 * data["judgements"][0]["seconds"], 2)
