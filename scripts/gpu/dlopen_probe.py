@@ -1,6 +1,7 @@
 """Which torch calls reach ctypes (refused by the judge's guards) after inputs exist on the GPU,
 with and without torch.cuda.init() first. Usage: python3 scripts/gpu/dlopen_probe.py"""
-import subprocess, sys
+import subprocess
+import sys
 CODE = """
 import sys, torch
 x = torch.randn(4, device="cuda")
