@@ -2,7 +2,8 @@
 
 Three kinds of name:
 
-- a built-in problem (``kda``, ``kda-general``, ``mla-decode``), shipped in ``kernels/``;
+- a built-in problem (``kda``, ``kda-general``, ``mla-decode``, ``mla-decode-paged``), shipped in
+  ``kernels/``;
 - a problem an installed package declares under the entry point group ``marathon.problems``
   (``[project.entry-points."marathon.problems"]`` in its ``pyproject.toml``, the entry point's
   name being the problem's name and its value ``"package.module:PROBLEM"``), found through
@@ -30,6 +31,7 @@ _DEFINITIONS = {
     "kda": "kernels.kda.definition",
     "kda-general": "kernels.kda.general",
     "mla-decode": "kernels.mla.definition",
+    "mla-decode-paged": "kernels.mla.paged_definition",
 }
 
 

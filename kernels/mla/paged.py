@@ -91,10 +91,10 @@ def _paged_split_kernel(
     tl.store(LSE_PART + part_index, lse, mask=mask_h)
 
 
-def _check_inputs(q, kv_cache, block_table, cache_seqlens, scale) -> None:
+def _check_paged_inputs(q, kv_cache, block_table, cache_seqlens, scale) -> None:
     for name, x in (("q", q), ("kv_cache", kv_cache), ("block_table", block_table), ("cache_seqlens", cache_seqlens)):
         if not isinstance(x, torch.Tensor):
-            raise ValueError(f"{name} must be a tensor, got {type(x).__name__}")
+            raise ValueError(f"{name} must be a tensor, got {x!r:.80}")
         if x.device != q.device:
             raise ValueError(f"{name} is on {x.device}, q on {q.device}")
         if not x.is_contiguous():
@@ -127,7 +127,7 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
     zeros; the lengths are not read on the host, so values out of range are not checked);
     scale: float. Returns o: [B, H, 512] in q's dtype.
     """
-    _check_inputs(q, kv_cache, block_table, cache_seqlens, scale)
+    _check_paged_inputs(q, kv_cache, block_table, cache_seqlens, scale)
     batch, heads, _ = q.shape
     page_size, max_pages = kv_cache.shape[1], block_table.shape[1]
     plan = split_plan(batch, heads, max_pages * page_size)
@@ -150,22 +150,4 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
         D_LATENT=D_LATENT, SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2),
         BLOCK_DV=block_dv, num_warps=CONFIG["combine_num_warps"],
     )
-    return out
-
-
-def paged_reference(q, kv_cache, block_table, cache_seqlens, scale):
-    """The same in float64 (``kernels.mla.reference``), one request at a time through its pages;
-    returns float32 [B, H, 512] (zeros for a request of length 0). For tests and benchmarks."""
-    from kernels.mla.reference import reference
-
-    batch, heads, _ = q.shape
-    page_size = kv_cache.shape[1]
-    out = torch.zeros(batch, heads, D_LATENT, dtype=torch.float32, device=q.device)
-    for b in range(batch):
-        length = int(cache_seqlens[b])
-        if length == 0:
-            continue
-        pages = block_table[b, : triton.cdiv(length, page_size)].long()
-        keys = kv_cache[pages].reshape(-1, D_QK)[:length]
-        out[b] = reference(q[b:b + 1], keys[None], scale)[0]
     return out

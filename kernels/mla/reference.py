@@ -47,3 +47,29 @@ def reference_naive(q: torch.Tensor, kv: torch.Tensor, scale: float) -> torch.Te
             weights = torch.tensor([math.exp(x - peak) for x in logits], dtype=torch.float64)
             out[b, h] = (weights[:, None] * values).sum(dim=0) / weights.sum()
     return out.float().to(q.device)
+
+
+def paged_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
+                    cache_seqlens: torch.Tensor, scale: float) -> torch.Tensor:
+    """``reference`` through a paged cache, one request at a time: request b's tokens are slots
+    ``t % P`` of pages ``block_table[b, t // P]``, t < ``cache_seqlens[b]``.
+
+    q: [B, H, 576]; kv_cache: [num_pages, P, 576]; block_table: [B, max_pages]; cache_seqlens:
+    [B]. Returns float32 [B, H, 512] (zeros for a request of length 0).
+    """
+    batch, heads, width = q.shape
+    if kv_cache.dim() != 3 or kv_cache.shape[2] != width:
+        raise ValueError(f"kv_cache must be [num_pages, P, {width}], got {tuple(kv_cache.shape)}")
+    if block_table.dim() != 2 or block_table.shape[0] != batch or tuple(cache_seqlens.shape) != (batch,):
+        raise ValueError(f"block_table must be [B = {batch}, max_pages] and cache_seqlens [B], got "
+                         f"{tuple(block_table.shape)} and {tuple(cache_seqlens.shape)}")
+    page_size = kv_cache.shape[1]
+    out = torch.zeros(batch, heads, D_LATENT, dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        length = int(cache_seqlens[b])
+        if length == 0:
+            continue
+        pages = block_table[b, : math.ceil(length / page_size)].long()
+        keys = kv_cache[pages].reshape(-1, width)[:length]
+        out[b] = reference(q[b:b + 1], keys[None], scale)[0]
+    return out

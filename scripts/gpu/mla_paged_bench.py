@@ -27,7 +27,7 @@ def main() -> int:
     from kernels import timing
     from kernels.mla import mla_decode, mla_decode_paged
     from kernels.mla.definition import make_inputs
-    from kernels.mla.paged import paged_reference
+    from kernels.mla.reference import paged_reference
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)

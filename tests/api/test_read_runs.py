@@ -185,7 +185,7 @@ async def test_unknown_run_is_404(api, method, path, body):
 async def test_problems_have_shapes_and_baselines(api):
     body = (await api.http.get("/problems")).json()
     names = [p["name"] for p in body["data"]]
-    assert names == ["kda", "kda-general", "mla-decode"] and body["count"] == 3
+    assert names == ["kda", "kda-general", "mla-decode", "mla-decode-paged"] and body["count"] == 4
     mla = body["data"][2]
     assert mla["baselines"] == "kernels.mla.baseline:baselines"
     assert mla["shapes"]["cpu"][0] == [1, 4, 63]

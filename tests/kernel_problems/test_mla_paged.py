@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels.mla import mla_decode, mla_decode_paged
-from kernels.mla.paged import paged_reference
+from kernels.mla.reference import paged_reference
 
 SCALE = 192 ** -0.5
 TOLERANCE = 1e-4
