@@ -57,6 +57,13 @@ def end_judgement(referee: Child, timeout_s: float = END_TIMEOUT_S) -> bool:
         except queue.Empty:
             break
     referee.send({"op": "end"})
+    reply = _await_reply(referee, "ended", timeout_s)
+    return reply is not None and reply.get("kind") == "ended"
+
+
+def _await_reply(referee: Child, kind: str, timeout_s: float) -> dict[str, Any] | None:
+    """The referee's next message of ``kind`` or ``error`` within ``timeout_s`` (others are
+    stale replies, dropped); None when it died first or took longer."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -64,12 +71,10 @@ def end_judgement(referee: Child, timeout_s: float = END_TIMEOUT_S) -> bool:
         except queue.Empty:
             continue
         if message is None:
-            return False
-        if message.get("kind") == "ended":
-            return True
-        if message.get("kind") == "error":
-            return False
-    return False
+            return None
+        if message.get("kind") in (kind, "error"):
+            return message
+    return None
 
 
 class RefereePool:
@@ -152,21 +157,16 @@ class RefereePool:
     def _prime_one(self, problems: list[str], lease_path: str | None, timeout_s: float) -> list[dict[str, Any]]:
         child, workdir, _ = self.take()
         child.send({"op": "prime", "problems": list(problems), "device": self.device, "lease_path": lease_path})
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                message = child.messages.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if message is None or message.get("kind") == "error":
-                detail = (message or {}).get("message") or child.capture.text()[-500:]
-                _discard(child, workdir)
-                return [{"error": f"the referee failed while warming the baselines: {detail}"}]
-            if message.get("kind") == "primed":
-                self.give_back(child, workdir)
-                return list(message.get("records", []))
+        reply = _await_reply(child, "primed", timeout_s)
+        if reply is not None and reply.get("kind") == "primed":
+            self.give_back(child, workdir)
+            return list(reply.get("records", []))
+        timed_out = reply is None and child.process.poll() is None
         _discard(child, workdir)
-        return [{"error": f"the baselines' warm-up did not finish within {timeout_s:.0f} s"}]
+        if timed_out:
+            return [{"error": f"the baselines' warm-up did not finish within {timeout_s:.0f} s"}]
+        detail = (reply or {}).get("message") or child.capture.text()[-500:]
+        return [{"error": f"the referee failed while warming the baselines: {detail}"}]
 
     def idle(self) -> int:
         with self._lock:

@@ -88,3 +88,10 @@ def test_a_referee_failing_on_its_own_work_is_no_verdict_on_the_candidate(pool):
     # A candidate's own failure is still its verdict, and the next judgement gets a fresh referee.
     report = judge(_source("nan_output"), TOY, device="cpu", referees=pool)
     assert report.status == "incorrect" and not report.referee_reused, report.message
+
+
+def test_a_warm_up_that_runs_too_long_says_so(pool):
+    # The toy's bench shape under the interpreter takes far longer than a hundredth of a second.
+    records = pool.prime([TOY], count=1, timeout_s=0.01)
+    assert records == [{"error": "the baselines' warm-up did not finish within 0 s"}]
+    assert pool.idle() == 0  # a referee that did not answer in time is not kept
