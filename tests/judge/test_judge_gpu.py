@@ -70,7 +70,7 @@ def test_illegal_address_ends_the_child_not_the_caller():
     assert report.speedup is None
 
 
-@pytest.mark.parametrize("name", ["mla-decode", "kda"])
+@pytest.mark.parametrize("name", ["mla-decode", "mla-decode-paged", "kda"])
 def test_project_seed_is_accepted_on_gpu(name):
     problem = get_problem(name)
     if importlib.util.find_spec(problem.space) is None:
@@ -82,6 +82,32 @@ def test_project_seed_is_accepted_on_gpu(name):
     graphs = [s for s in report.shapes if s.get("graph")]
     if problem.extra.get("launch_bound_shapes"):
         assert graphs and all("speedup" in s["graph"] for s in graphs)
+
+
+def test_an_mla_candidate_that_reads_the_sm_count_is_not_refused():
+    # Seen on the H200: the search space's fused one-launch variant sizes its grid with
+    # torch.cuda.get_device_properties, which reached ctypes (NVML) before torch.cuda.init().
+    space = get_problem("mla-decode").load_space()
+    report = judge(space.render({**space.DEFAULT, "fused": True}), "mla-decode", device="cuda", timeout_s=600)
+    print(f"\n[mla-decode fused] {report.summary()}")
+    assert report.status == "ok", report.message
+
+
+def test_a_kept_referee_skips_the_baselines_warm_up():
+    from kernels.judge.referees import RefereePool
+
+    pool = RefereePool("cuda", keep=1)
+    try:
+        source = get_problem("mla-decode").seed_source()
+        first = judge(source, "mla-decode", device="cuda", timeout_s=600, referees=pool)
+        second = judge(source, "mla-decode", device="cuda", timeout_s=600, referees=pool)
+    finally:
+        pool.close()
+    print(f"\nbaseline warm-up: new referee {first.phases.get('baseline_warm')} s, kept "
+          f"{second.phases.get('baseline_warm')} s; totals {first.duration_s} s, {second.duration_s} s")
+    assert first.status == second.status == "ok", (first.message, second.message)
+    assert not first.referee_reused and second.referee_reused
+    assert second.phases.get("baseline_warm", 0.0) < max(1.0, first.phases.get("baseline_warm", 0.0))
 
 
 def test_autotuned_candidate_is_accepted():
