@@ -56,6 +56,10 @@ ALLOWED_ATEN = frozenset(
 )
 # Extra ops Triton's interpreter runs while it copies arguments in and out of a launch.
 LAUNCH_ATEN = frozenset({"_to_copy", "lift_fresh", "_local_scalar_dense", "set_", "copy_"})
+# Moving integer tensors (offsets, lengths, page tables) between host and device, literal integer
+# tensors and their dtype changes: how FLA and serving engines plan a launch from ``cu_seqlens``.
+# No floating-point value passes through them, so no result can be computed with them.
+INTEGER_MOVES_ATEN = frozenset({"_to_copy", "lift_fresh", "_local_scalar_dense"})
 REFUSED_AUDIT_PREFIXES = (
     "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
     "os.kill", "os.killpg", "os.putenv", "os.unsetenv", "socket.", "ctypes.", "gc.get_", "sys._current_frames",
@@ -99,7 +103,8 @@ class _RefuseDispatch(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         if STATE.active:
-            allowed = name in ALLOWED_ATEN or (STATE.launching and name in LAUNCH_ATEN)
+            allowed = name in ALLOWED_ATEN or (STATE.launching and name in LAUNCH_ATEN) or \
+                (name in INTEGER_MOVES_ATEN and _moves_integers(args, kwargs))
             if name == "copy_" and not STATE.launching:
                 dst, src = args[0], args[1]
                 allowed = isinstance(src, torch.Tensor) and src.dtype == dst.dtype and src.numel() == dst.numel()
@@ -111,6 +116,15 @@ class _RefuseDispatch(TorchDispatchMode):
                 )
         return func(*args, **kwargs)
 
+
+
+def _moves_integers(args: tuple, kwargs: dict) -> bool:
+    """Whether an INTEGER_MOVES_ATEN op reads an integer (or bool) tensor and makes no float one."""
+    source = args[0] if args else None
+    if not isinstance(source, torch.Tensor) or source.dtype.is_floating_point or source.dtype.is_complex:
+        return False
+    target = kwargs.get("dtype")
+    return target is None or not (target.is_floating_point or target.is_complex)
 
 
 def _names(code) -> set[str]:

@@ -82,11 +82,16 @@ ALLOWED_TORCH_NAMES = frozenset(
      "no_grad", "inference_mode", "strided", "contiguous_format", "get_device_properties",
      "current_device", "is_available", "device_count", "get_device_capability", "get_device_name",
      "float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "int8", "uint8",
-     "int16", "int32", "int64", "bool", "float", "half", "double", "long", "int"}
+     "int16", "int32", "int64", "bool", "float", "half", "double", "long", "int",
+     # A literal tensor: integer ones plan launches (offsets, chunk tables, as FLA builds from
+     # cu_seqlens); the sandbox refuses any that holds floats (guards.INTEGER_MOVES_ATEN).
+     "tensor"}
 )
 
 # Tensor methods that compute (a tensor's methods cannot be told from others statically, so
-# this applies to every call outside Triton kernels whose receiver is not a module).
+# this applies to every call outside Triton kernels whose receiver is not a module). ``copy_``
+# is not among them: the sandbox lets it copy only between tensors of one dtype and size (a
+# plan read to the host, a buffer refilled), and refuses every other use at run time.
 COMPUTE_METHODS = frozenset(
     {"sum", "mean", "exp", "exp2", "log", "log2", "softmax", "log_softmax", "matmul", "mm", "bmm",
      "einsum", "cumsum", "cumprod", "max", "min", "amax", "amin", "add", "add_", "mul", "mul_", "sub",
@@ -96,7 +101,7 @@ COMPUTE_METHODS = frozenset(
      "argmin", "abs", "neg", "reciprocal", "baddbmm", "addmm", "dot", "outer", "tril", "triu",
      "cat", "stack", "prod", "var", "std", "logsumexp", "cos", "sin", "roll", "flip", "repeat",
      "index_add", "index_add_", "index_copy", "index_put", "index_put_", "lerp", "addcmul",
-     "addcdiv", "cpu", "cuda", "copy_", "clone", "scaled_dot_product_attention", "linear", "conv1d",
+     "addcdiv", "cpu", "cuda", "clone", "scaled_dot_product_attention", "linear", "conv1d",
      "conv2d", "trace", "diag", "kron", "tensordot", "cummax", "cummin", "logcumsumexp", "sign",
      "eq", "ne", "lt", "gt", "le", "ge", "allclose", "equal", "any", "all", "nonzero", "bincount",
      "histc", "floor", "ceil", "round", "fmod", "remainder", "sqrt_", "exp_"}
