@@ -2,8 +2,8 @@
 
 Three kinds of name:
 
-- a built-in problem (``kda``, ``kda-general``, ``mla-decode``, ``mla-decode-paged``), shipped in
-  ``kernels/``;
+- a built-in problem (``kda``, ``kda-general``, ``kda-varlen``, ``mla-decode``,
+  ``mla-decode-paged``), shipped in ``kernels/``;
 - a problem an installed package declares under the entry point group ``marathon.problems``
   (``[project.entry-points."marathon.problems"]`` in its ``pyproject.toml``, the entry point's
   name being the problem's name and its value ``"package.module:PROBLEM"``), found through
@@ -30,6 +30,7 @@ _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _DEFINITIONS = {
     "kda": "kernels.kda.definition",
     "kda-general": "kernels.kda.general",
+    "kda-varlen": "kernels.kda.varlen_definition",
     "mla-decode": "kernels.mla.definition",
     "mla-decode-paged": "kernels.mla.paged_definition",
 }

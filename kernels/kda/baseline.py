@@ -5,7 +5,9 @@ Each problem is compared with the FLA path that makes the same promise as the pr
 
 - ``kda`` (gates >= -5): FLA's bounded-gate path, ``chunk_kda(..., safe_gate=True,
   lower_bound=-5)``, then FLA's default path for reference;
-- ``kda-general`` (any gates): FLA's default path.
+- ``kda-general`` (any gates): FLA's default path;
+- ``kda-varlen`` (any gates, an initial state, packed sequences): FLA's default path, given the
+  same initial state and ``cu_seqlens``.
 """
 
 from __future__ import annotations
@@ -67,3 +69,22 @@ def general_baselines(device: str) -> dict[str, Callable[..., Any]]:
     if str(device).startswith("cuda"):
         return {"fla": _fla_chunk_kda()}
     return _on_cpu()
+
+
+def varlen_baselines(device: str) -> dict[str, Callable[..., Any]]:
+    """The packed-sequence problem's baseline: label -> ``fn(q, k, v, g, beta, scale,
+    initial_state, cu_seqlens)`` returning o. FLA's default path on CUDA (raises without
+    ``fla``), the reference on the CPU."""
+    if str(device).startswith("cuda"):
+        chunk_kda = fla_chunk_kda()
+
+        def fla(q, k, v, g, beta, scale, initial_state, cu_seqlens):
+            """FLA chunk_kda from ``initial_state`` over the packed sequences; o only."""
+            out, _ = chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=False,
+                               cu_seqlens=cu_seqlens)
+            return out
+
+        return {"fla": fla}
+    from kernels.kda.reference import kda_varlen_reference
+
+    return {"reference": kda_varlen_reference}

@@ -219,3 +219,11 @@ def kda_chunked_reference(
         state = g_last[:, :, n, :, None].exp() * state + k_to_end[:, :, n].transpose(-1, -2) @ v_new
     out = out.reshape(batch, heads, padded, dim)[:, :, :seq].transpose(1, 2).float()
     return (out, state.float()) if output_final_state else out
+
+
+def kda_varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                         scale: float, initial_state: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """``kda_reference`` from an initial state over packed sequences, o only (problem
+    ``kda-varlen``): q, k, v, g [1, T, H, D], beta [1, T, H], initial_state [N, H, D, D],
+    cu_seqlens [N + 1]. Returns o [1, T, H, D] float32."""
+    return kda_reference(q, k, v, g, beta, scale, initial_state, False, cu_seqlens)

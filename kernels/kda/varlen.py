@@ -4,7 +4,9 @@ scale=None, initial_state=None, output_final_state=False, cu_seqlens=None)``.
 The kernels (``kernels/kda/chunk.py``, which is also the loop's seed candidate and so may only
 allocate and launch) take packed sequences as chunk tables; this module builds them from
 ``cu_seqlens`` on the host, as FLA does: one read of the offsets (a device-to-host copy), one
-upload of the tables.
+upload of the tables. It is written as a candidate may be (integer tensors only, read through
+a host copy): ``kda-varlen``'s seed is this module spliced after ``chunk.py``
+(``varlen_space.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Optional
 import torch
 import triton
 
-from kernels.kda import chunk
-from kernels.kda.reference import sequence_bounds
+from kernels.kda.chunk import CONFIG
+from kernels.kda.chunk import kda_forward as chunk_forward
 
 
 class PackedSequences:
@@ -26,21 +28,38 @@ class PackedSequences:
     varlen = True
 
     def __init__(self, q: torch.Tensor, cu_seqlens: torch.Tensor, chunk_len: int) -> None:
-        if cu_seqlens.device != q.device:
-            raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}")
-        # The same checks, and the same one read of the offsets, as the reference's.
-        bounds = sequence_bounds(q, cu_seqlens)
-        offsets = [0] + [end for _, end in bounds]
+        offsets = packed_offsets(q, cu_seqlens)
         counts = [triton.cdiv(b - a, chunk_len) for a, b in zip(offsets, offsets[1:])]
         firsts = [0]
         for count in counts:
             firsts.append(firsts[-1] + count)
         self.sequences, self.per_sequence, self.chunks = len(counts), 0, firsts[-1]
-        self.cu = cu_seqlens.to(torch.int32).contiguous()
+        self.cu = torch.tensor(offsets, dtype=torch.int32, device=q.device)
         self.chunk_offsets = torch.tensor(firsts, dtype=torch.int32, device=q.device)
         table = [(n, j) for n, count in enumerate(counts) for j in range(count)] or [(0, 0)]
-        both = torch.tensor(table, dtype=torch.int32, device=q.device)
-        self.chunk_seq, self.chunk_local = both[:, 0].contiguous(), both[:, 1].contiguous()
+        self.chunk_seq = torch.tensor([n for n, _ in table], dtype=torch.int32, device=q.device)
+        self.chunk_local = torch.tensor([j for _, j in table], dtype=torch.int32, device=q.device)
+
+
+def packed_offsets(q: torch.Tensor, cu_seqlens: torch.Tensor) -> list[int]:
+    """The N + 1 offsets of ``cu_seqlens`` as ints, read in one device-to-host copy, checked as
+    the reference's ``sequence_bounds`` checks them: q [1, total, H, D], offsets from 0 to total,
+    never decreasing (an empty sequence is allowed). Raises ValueError with the numbers."""
+    if q.shape[0] != 1:
+        raise ValueError(f"with cu_seqlens the batch must be 1 (sequences packed along T), got B = {q.shape[0]}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2 or cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"cu_seqlens must be a 1-D int32/int64 tensor of N + 1 >= 2 offsets, got "
+                         f"{tuple(cu_seqlens.shape)} {cu_seqlens.dtype}")
+    if cu_seqlens.device != q.device:
+        raise ValueError(f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}")
+    host = torch.empty(cu_seqlens.numel(), dtype=cu_seqlens.dtype)
+    host.copy_(cu_seqlens)
+    offsets = [int(host[i]) for i in range(host.numel())]
+    total = q.shape[1]
+    if offsets[0] != 0 or offsets[-1] != total or any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise ValueError(f"cu_seqlens must start at 0, end at T = {total} and never decrease, got "
+                         f"{offsets[:4]}{'...' if len(offsets) > 4 else ''} ending at {offsets[-1]}")
+    return offsets
 
 
 def kda_forward(q, k, v, g, beta, scale: Optional[float] = None, initial_state: Optional[torch.Tensor] = None,
@@ -54,5 +73,5 @@ def kda_forward(q, k, v, g, beta, scale: Optional[float] = None, initial_state: 
     N is B without cu_seqlens. Returns o [B, T, H, D] in q's dtype, or
     ``(o, final_state [N, H, D, D] fp32)`` when ``output_final_state``.
     """
-    layout = None if cu_seqlens is None else PackedSequences(q, cu_seqlens, chunk.CONFIG["chunk"])
-    return chunk.kda_forward(q, k, v, g, beta, scale, initial_state, output_final_state, layout)
+    layout = None if cu_seqlens is None else PackedSequences(q, cu_seqlens, CONFIG["chunk"])
+    return chunk_forward(q, k, v, g, beta, scale, initial_state, output_final_state, layout)

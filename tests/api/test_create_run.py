@@ -55,7 +55,7 @@ async def test_unknown_problem_lists_the_known_ones_and_creates_nothing(api):
     assert response.status_code == 422
     [error] = response.json()["detail"]
     assert (error["type"], error["loc"], error["input"]) == ("value_error", ["body", "problem"], "gemm")
-    assert error["msg"].startswith("unknown problem 'gemm'; known problems: kda, kda-general, mla-decode, mla-decode-paged. ")
+    assert error["msg"].startswith("unknown problem 'gemm'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged. ")
     assert "once a CPU worker with that package installed has started" in error["msg"]
     assert (await api.http.get("/runs")).json() == {"data": [], "count": 0}
 

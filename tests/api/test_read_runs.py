@@ -185,8 +185,8 @@ async def test_unknown_run_is_404(api, method, path, body):
 async def test_problems_have_shapes_and_baselines(api):
     body = (await api.http.get("/problems")).json()
     names = [p["name"] for p in body["data"]]
-    assert names == ["kda", "kda-general", "mla-decode", "mla-decode-paged"] and body["count"] == 4
-    mla = body["data"][2]
+    assert names == ["kda", "kda-general", "kda-varlen", "mla-decode", "mla-decode-paged"] and body["count"] == 5
+    mla = body["data"][3]
     assert mla["baselines"] == "kernels.mla.baseline:baselines"
     assert mla["shapes"]["cpu"][0] == [1, 4, 63]
     assert all(shape["flops"] > 0 and shape["bytes"] > 0 for shape in mla["bench"])

@@ -32,14 +32,14 @@ async def test_a_problem_no_worker_registered_is_refused_then_accepted_once_regi
     assert NAME not in listed
     refused = await api.http.post("/runs", json={"problem": NAME})
     assert refused.status_code == 422
-    assert refused.json()["detail"][0]["msg"].startswith(f"unknown problem {NAME!r}; known problems: kda, kda-general, mla-decode, mla-decode-paged.")
+    assert refused.json()["detail"][0]["msg"].startswith(f"unknown problem {NAME!r}; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged.")
 
     outcome = register_problems(api.settings.resolved_database_url, "4242@gone-node +llm")
-    assert outcome.failed == {} and outcome.registered == ["kda", "kda-general", "mla-decode", "mla-decode-paged", NAME]
+    assert outcome.failed == {} and outcome.registered == ["kda", "kda-general", "kda-varlen", "mla-decode", "mla-decode-paged", NAME]
 
     body = (await api.http.get("/problems")).json()
     problems = {p["name"]: p for p in body["data"]}
-    assert list(problems) == ["kda", "kda-general", "mla-decode", "mla-decode-paged", NAME] and body["count"] == 5
+    assert list(problems) == ["kda", "kda-general", "kda-varlen", "mla-decode", "mla-decode-paged", NAME] and body["count"] == 6
     mine = problems[NAME]
     assert mine["registered_by"] == "4242@gone-node +llm" and mine["registered_at"]
     assert problems["kda"]["registered_by"] is None
@@ -76,5 +76,5 @@ async def test_a_refusal_names_who_registered_what(api):
                                     worker="77@gpu-box")
     response = await api.http.post("/runs", json={"problem": "gemm"})
     message = response.json()["detail"][0]["msg"]
-    assert message.startswith("unknown problem 'gemm'; known problems: kda, kda-general, mla-decode, mla-decode-paged (built in), "
+    assert message.startswith("unknown problem 'gemm'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged (built in), "
                               "softmax-mask (registered by CPU worker 77@gpu-box). ")

@@ -70,7 +70,7 @@ def test_illegal_address_ends_the_child_not_the_caller():
     assert report.speedup is None
 
 
-@pytest.mark.parametrize("name", ["mla-decode", "mla-decode-paged", "kda"])
+@pytest.mark.parametrize("name", ["mla-decode", "mla-decode-paged", "kda", "kda-varlen"])
 def test_project_seed_is_accepted_on_gpu(name):
     problem = get_problem(name)
     if importlib.util.find_spec(problem.space) is None:

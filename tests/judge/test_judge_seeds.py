@@ -23,7 +23,7 @@ def _seed(name: str) -> str:
     return problem.seed_source()
 
 
-@pytest.mark.parametrize("name", ["mla-decode", "mla-decode-paged", "kda"])
+@pytest.mark.parametrize("name", ["mla-decode", "mla-decode-paged", "kda", "kda-varlen"])
 def test_project_seed_is_accepted_on_cpu(name):
     report = judge(_seed(name), name, device="cpu", timing_reps=1, timeout_s=600)
     assert report.status == "ok", report.message

@@ -52,7 +52,7 @@ def test_what_is_not_a_problem_says_so():
     assert failures("tests.problems.broken:NOT_A_PROBLEM") == {
         "load": "ValueError: 'tests.problems.broken:NOT_A_PROBLEM' is not a kernels.problem.Problem (it is a dict)"
     }
-    assert "unknown problem 'gemm'; known problems: kda, kda-general, mla-decode, mla-decode-paged" in failures("gemm")["load"]
+    assert "unknown problem 'gemm'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged" in failures("gemm")["load"]
 
 
 def test_a_dependent_check_waits_for_what_it_needs():

@@ -26,7 +26,7 @@ def test_marathon_declares_its_example_as_an_entry_point():
 
 def test_an_installed_entry_point_is_a_problem_by_name(installed):
     installed()
-    assert problem_names()[:4] == ["kda", "kda-general", "mla-decode", "mla-decode-paged"] and "rmsnorm-residual" in problem_names()
+    assert problem_names()[:5] == ["kda", "kda-general", "kda-varlen", "mla-decode", "mla-decode-paged"] and "rmsnorm-residual" in problem_names()
     problem = get_problem("rmsnorm-residual")
     assert problem.name == "rmsnorm-residual" and problem.reference == "marathon_rmsnorm.reference:reference"
     where = problem_source("rmsnorm-residual")
@@ -63,6 +63,6 @@ def test_a_built_in_name_cannot_be_taken(installed):
 
 
 def test_an_unknown_name_says_how_to_declare_one():
-    with pytest.raises(ValueError, match=r"unknown problem 'gemm'; known problems: kda, kda-general, mla-decode, mla-decode-paged.*"
+    with pytest.raises(ValueError, match=r"unknown problem 'gemm'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged.*"
                                          r"\[project.entry-points.\"marathon.problems\"\]"):
         get_problem("gemm")

@@ -19,7 +19,7 @@ from activities.proposers.search import choose_points, generator_for
 from kernels.registry import get_problem
 from workflows.types import Goal, Notebook, ProposeInput, ProposerConfig
 
-PROBLEMS = ["kda", "mla-decode", "mla-decode-paged"]
+PROBLEMS = ["kda", "kda-varlen", "mla-decode", "mla-decode-paged"]
 
 
 def load_space(name):
