@@ -62,3 +62,20 @@ def render_point(problem: str, template: Path, point: dict[str, Any], knobs: Ite
     if problems:
         raise ValueError(f"invalid {problem} point: " + "; ".join(problems))
     return write_config(template.read_text(), template.name, point, knobs)
+
+
+def splice(base: str, base_entry: str, extension: Path, imports_end: str, bridge: str, entry: str) -> str:
+    """One standalone candidate from two kernel modules: ``base`` (a rendered kernel module
+    ending with its ``kernel`` entry ``base_entry``, which is dropped), ``bridge`` (lines binding
+    names the extension imported from the base), the text of ``extension`` after its last
+    import line ``imports_end`` (its docstring kept as comments), and ``entry`` (the new
+    ``kernel``). Raises ValueError naming what moved when either file lost the shape spliced."""
+    if not base.endswith(base_entry):
+        raise ValueError(f"the base kernel module no longer ends with {base_entry.strip()!r}")
+    head, found, body = extension.read_text().partition(imports_end)
+    if not found:
+        raise ValueError(f"{extension.name} no longer has the import line {imports_end.strip()!r}")
+    docstring = head.split('"""')[1] if head.startswith('"""') else ""
+    notes = "\n".join("# " + line if line else "#" for line in docstring.strip().splitlines())
+    return (base[: -len(base_entry)] + f"\n\n# ---- {extension.name} ----\n" + notes + "\n" + bridge + body
+            + entry)

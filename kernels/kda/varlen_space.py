@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernels.config_source import splice
 from kernels.kda import space as dense
 
 _VARLEN_PATH = Path(__file__).with_name("varlen.py")
@@ -31,13 +32,5 @@ describe = dense.describe
 def render(point: dict[str, Any]) -> str:
     """The standalone packed-sequence candidate at ``point``; raises ValueError for an invalid
     point, or when ``chunk.py`` or ``varlen.py`` no longer have the shape this splices."""
-    chunk_text = dense.render(point)
-    if not chunk_text.endswith(DENSE_ENTRY):
-        raise ValueError("chunk.py no longer ends with its kernel() entry: update varlen_space.DENSE_ENTRY")
-    head, found, body = _VARLEN_PATH.read_text().partition(IMPORTS_END)
-    if not found:
-        raise ValueError("varlen.py no longer imports chunk_forward last: update varlen_space.IMPORTS_END")
-    docstring = head.split('"""')[1] if head.startswith('"""') else ""
-    notes = "\n".join("# " + line if line else "#" for line in docstring.strip().splitlines())
-    return (chunk_text[: -len(DENSE_ENTRY)] + "\n\n# ---- packed sequences (kernels/kda/varlen.py) ----\n" + notes
-            + "\nchunk_forward = kda_forward\n" + body + VARLEN_ENTRY)
+    return splice(dense.render(point), DENSE_ENTRY, _VARLEN_PATH, IMPORTS_END, "chunk_forward = kda_forward\n",
+                  VARLEN_ENTRY)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.config_source import describe_point
+from kernels.config_source import describe_point, splice
 from kernels.mla import space as dense
 
 _PAGED_PATH = Path(__file__).with_name("paged.py")
@@ -46,14 +46,4 @@ def render(point: dict[str, Any]) -> str:
     problems = validate(point)
     if problems:
         raise ValueError("invalid mla-decode-paged point: " + "; ".join(problems))
-    decode_text = dense.render({**point, "fused": False})
-    if not decode_text.endswith(DENSE_ENTRY):
-        raise ValueError("decode.py no longer ends with its dense kernel() entry: update paged_space.DENSE_ENTRY")
-    paged_text = _PAGED_PATH.read_text()
-    head, found, body = paged_text.partition(IMPORTS_END)
-    if not found or "from kernels.mla.decode import (" not in head:
-        raise ValueError("paged.py no longer imports from decode.py in one block: update paged_space.IMPORTS_END")
-    docstring = head.split('"""')[1] if head.startswith('"""') else ""
-    notes = "\n".join("# " + line if line else "#" for line in docstring.strip().splitlines())
-    return (decode_text[: -len(DENSE_ENTRY)] + "\n\n# ---- the paged kernel (kernels/mla/paged.py) ----\n" + notes
-            + "\n" + body + PAGED_ENTRY)
+    return splice(dense.render({**point, "fused": False}), DENSE_ENTRY, _PAGED_PATH, IMPORTS_END, "", PAGED_ENTRY)

@@ -105,3 +105,19 @@ def test_the_seed_is_a_standalone_candidate_of_the_paged_kernel():
     # A point of the space renders with its CONFIG, as mla-decode's does.
     point = {**space.DEFAULT, "block_n": 32}
     assert '"block_n": 32' in space.render(point)
+
+
+def test_splicing_says_which_file_lost_its_shape(tmp_path):
+    from kernels.config_source import splice
+
+    extension = tmp_path / "extension.py"
+    extension.write_text('"""Doc."""\nimport torch\nfrom base import f\n\ndef g():\n    return f()\n')
+    spliced = splice("def f():\n    return 1\n\n\ndef kernel():\n    return f()\n", "\n\ndef kernel():\n    return f()\n",
+                     extension, "from base import f\n", "", "\n\ndef kernel():\n    return g()\n")
+    namespace: dict = {}
+    exec(compile(spliced, "spliced", "exec"), namespace)
+    assert namespace["kernel"]() == 1 and "# Doc." in spliced and "import torch" not in spliced
+    with pytest.raises(ValueError, match="no longer ends with"):
+        splice("def f(): pass\n", "\ndef kernel(): pass\n", extension, "from base import f\n", "", "")
+    with pytest.raises(ValueError, match="no longer has the import line"):
+        splice("x\ndef kernel(): pass\n", "\ndef kernel(): pass\n", extension, "from elsewhere import f\n", "", "")
