@@ -1,0 +1,85 @@
+"""Compile our Triton kernels for Hopper (sm_90) with Triton's real compiler and ptxas, without
+a GPU. Run in a process of its own without TRITON_INTERPRET (``test_sm90_compile.py``): under
+the interpreter the kernels are not compilable objects.
+
+    python tests/kernel_problems/sm90_compile.py   # prints one line per kernel, exit 1 on failure
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+INT_POINTERS = {"cu_ptr", "chunk_seq_ptr", "chunk_local_ptr", "chunk_offsets_ptr", "BLOCK_TABLE", "CACHE_SEQLENS",
+                "SYNC"}
+FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART"}
+# The MLA kernels name their pointers in capitals; kda's capitals (T, H, NT, NTS) are sizes.
+DATA_POINTERS = {"Q", "KV", "KV_CACHE", "O_PART", "OUT"}
+FLOATS = {"scale", "qk_scale_log2"}
+
+
+def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> int:
+    """Compile JITFunction ``fn`` for sm_90, its other parameters typed by name (bf16 data,
+    int32 tables, fp32 partials and states, fp32 scales, int32 sizes); returns the cubin's bytes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {}
+    for index, name in enumerate(fn.arg_names):
+        if fn.params[index].is_constexpr:
+            signature[name] = "constexpr"
+        elif name in INT_POINTERS:
+            signature[name] = "*i32"
+        elif name in FP32_POINTERS:
+            signature[name] = "*fp32"
+        elif name.endswith("_ptr") or name in DATA_POINTERS:
+            signature[name] = "*bf16"
+        elif name in FLOATS:
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i32"
+    source = ASTSource(fn=fn, signature=signature,
+                       constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    return len(compiled.asm["cubin"])
+
+
+def cases():
+    from kernels.kda import chunk
+    from kernels.mla import decode, paged
+
+    for varlen in (False, True):
+        prep = dict(D=128, BK=16, BT=32, BC=16, NC=2, PRECISION="tf32", IS_VARLEN=varlen)
+        yield f"kda prepare (flat), varlen={varlen}", chunk._prepare_flat_kernel, {**prep, "LOG2_BT": 5}, 2
+        yield f"kda prepare, varlen={varlen}", chunk._prepare_kernel, prep, 2
+        yield (f"kda scan, varlen={varlen}", chunk._scan_kernel,
+               dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
+    split = dict(D_LATENT=512, D_ROPE=64, BLOCK_H=64, BLOCK_N=32, INPUT_PRECISION="tf32")
+    combine = dict(SPLITS_P2=32, BLOCK_S=16, BLOCK_DV=128)
+    yield "mla split", decode._mla_split_kernel, split, 8
+    yield "mla combine", decode._mla_combine_kernel, {"D_LATENT": 512, **combine}, 4
+    yield "mla fused", decode._mla_fused_kernel, {**split, **combine}, 8
+    yield "mla paged split", paged._paged_split_kernel, {**split, "PAGE_SIZE": 64}, 8
+
+
+def main() -> int:
+    if os.environ.get("TRITON_INTERPRET"):
+        print("run without TRITON_INTERPRET: the interpreter's kernels do not compile", file=sys.stderr)
+        return 2
+    failed = 0
+    for label, fn, constexprs, warps in cases():
+        try:
+            print(f"ok   {label}: {compile_for_hopper(fn, constexprs, warps)} bytes of sm_90 cubin", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {label}:\n{traceback.format_exc()[-3000:]}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
