@@ -134,6 +134,8 @@ def judge(
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     isolation = isolating.resolve(insecure_no_isolation)
     device = device or ("cuda" if has_gpu() else "cpu")
+    if referees is not None and referees.device != device:
+        raise ValueError(f"the referee pool serves {referees.device!r}, this judgement runs on {device!r}")
     if device == "cuda":
         lease_path = lease_path or default_lease_path()
     digest = hashlib.sha256(source.encode()).hexdigest()
@@ -184,8 +186,6 @@ def judge(
     sandbox_argv = isolating.isolation_argv(
         isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(box,),
         readable=sandbox_readable(problem), env=env, gpu=device == "cuda")
-    if referees is not None and referees.device != device:
-        raise ValueError(f"the referee pool serves {referees.device!r}, this judgement runs on {device!r}")
     children: dict[str, Child] = {}
     data: dict[str, Any] = {"timings": []}
     referee_dir = workdir
