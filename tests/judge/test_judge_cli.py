@@ -32,7 +32,7 @@ def test_usage_errors_exit_two(capsys, tmp_path):
     assert main(["judge", str(tmp_path / "missing.py"), "--problem", TOY]) == 2
     assert "no such file" in capsys.readouterr().err
     assert main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", "nope"]) == 2
-    assert "unknown problem 'nope'; known problems: kda, kda-general, mla-decode" in capsys.readouterr().err
+    assert "unknown problem 'nope'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged" in capsys.readouterr().err
     assert main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--seeds", "0"]) == 2
 
 

@@ -83,7 +83,7 @@ def test_judge_rejects_statically_without_a_process():
 
 def test_judge_validates_arguments():
     source = (CANDIDATES / "honest_cumsum.py").read_text()
-    with pytest.raises(ValueError, match="unknown problem 'nope'; known problems: kda, kda-general, mla-decode"):
+    with pytest.raises(ValueError, match="unknown problem 'nope'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged"):
         judge(source, "nope")
     with pytest.raises(ValueError, match=r"seeds must be >= 2 \(two inputs per shape tell a constant output\), got 1"):
         judge(source, TOY, seeds=1)
