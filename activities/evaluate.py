@@ -48,9 +48,9 @@ def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
     this worker's PATH."""
     if not profile:
         return False, ""
-    from kernels.judge.environment import has_gpu
+    from kernels.judge.environment import judge_device
 
-    resolved = device or ("cuda" if has_gpu() else "cpu")
+    resolved = judge_device(device)
     if resolved != "cuda":
         return False, f"evaluated on the {resolved}: Nsight Compute profiles GPU kernels only"
     if shutil.which("ncu") is None:
@@ -173,10 +173,9 @@ class Evaluator:
         """The worker's referee pool when this judgement runs on its device, else None."""
         if self.referees is None:
             return None
-        from kernels.judge.environment import has_gpu
+        from kernels.judge.environment import judge_device
 
-        resolved = device or ("cuda" if has_gpu() else "cpu")
-        return self.referees if self.referees.device == resolved else None
+        return self.referees if self.referees.device == judge_device(device) else None
 
     def _load_source(self, sha: str) -> str:
         from store.artifacts import get_text

@@ -192,14 +192,14 @@ def run(problems: list[str], runs: int = 2, concurrent: int = 0, device: Optiona
         insecure: bool = False, out: TextIO = sys.stdout, progress: TextIO = sys.stderr,
         keep_referees: bool = True) -> int:
     """Exit status 0 when every judgement of the seed was ``ok``, else 1."""
-    from kernels.judge.environment import has_gpu
+    from kernels.judge.environment import judge_device
     from kernels.judge.referees import RefereePool
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     if concurrent < 0:
         raise ValueError(f"concurrent must be >= 0, got {concurrent}")
-    device_name = device or ("cuda" if has_gpu() else "cpu")
+    device_name = judge_device(device)
     saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     judgements: list[Judgement] = []
     concurrency: list[Concurrency] = []

@@ -28,6 +28,11 @@ def has_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") and os.path.exists("/dev/nvidia0")
 
 
+def judge_device(device: str | None) -> str:
+    """The device a judgement runs on: ``device`` when given, else cuda where there is a GPU."""
+    return device or ("cuda" if has_gpu() else "cpu")
+
+
 def child_env(workdir: str, device: str) -> dict[str, str]:
     """The referee's allow-listed environment: no secrets, its own HOME and TMPDIR."""
     env = {}

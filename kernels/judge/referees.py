@@ -96,8 +96,7 @@ class RefereePool:
         self._lock = threading.Lock()
         self._starter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="referee-starter")
         self._closed = False
-        self.started = 0   # referees started, for reports and tests
-        self.reused = 0    # judgements served by a kept referee
+        self.started = 0   # referees started (tests read it)
         atexit.register(self.close)
 
     def take(self) -> tuple[Child, str, bool]:
@@ -111,8 +110,6 @@ class RefereePool:
                 break
             child, workdir = entry
             if child.process.poll() is None:
-                with self._lock:
-                    self.reused += 1
                 return child, workdir, True
             _discard(child, workdir)
         workdir = tempfile.mkdtemp(prefix="marathon-referee-")

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from kernels.judge import gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy, scoring
 from kernels.judge.children import Child, Session, Stop
-from kernels.judge.environment import child_env, default_lease_path, has_gpu, libcuda_dir, sandbox_env
+from kernels.judge.environment import child_env, default_lease_path, has_gpu, judge_device, libcuda_dir, sandbox_env
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.ncu import NCU_TIMEOUT_S
 from kernels.judge.referees import RefereePool, start_referee
@@ -133,7 +133,7 @@ def judge(
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     isolation = isolating.resolve(insecure_no_isolation)
-    device = device or ("cuda" if has_gpu() else "cpu")
+    device = judge_device(device)
     if referees is not None and referees.device != device:
         raise ValueError(f"the referee pool serves {referees.device!r}, this judgement runs on {device!r}")
     if device == "cuda":

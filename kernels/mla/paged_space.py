@@ -23,7 +23,7 @@ PAGED_ENTRY = ("\n\ndef kernel(q, kv_cache, block_table, cache_seqlens, scale):\
                "    return mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale)\n")
 
 SPACE: dict[str, tuple[Any, ...]] = {**dense.SPACE, "fused": (False,)}
-KNOBS: dict[str, str] = {k: v for k, v in dense.KNOBS.items()}
+KNOBS: dict[str, str] = dict(dense.KNOBS)
 KNOBS["fused"] = "not used by the paged kernel (always two launches)"
 DEFAULT: dict[str, Any] = {**dense.DEFAULT, "fused": False}
 

@@ -213,7 +213,9 @@ async def run_worker(args: argparse.Namespace) -> int:
             except ValueError as error:
                 log.error("MARATHON_WARM_PROBLEMS: %s", error)
                 return 2
-            await asyncio.to_thread(warm_baselines, referees, problems, settings, log)
+            from kernels.judge.environment import default_lease_path
+
+            await asyncio.to_thread(warm_baselines, referees, problems, settings.gpu_lease or default_lease_path(), log)
         worker = workers.build_gpu_worker(client, settings, device, task_queue=args.task_queue, referees=referees)
     log.info("%s worker polling task queue %s on %s", args.kind, worker.task_queue, settings.temporal_address)
 
@@ -232,16 +234,14 @@ async def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def warm_baselines(referees, problems: list[str], settings, log) -> None:
+def warm_baselines(referees, problems: list[str], lease_path: str, log) -> None:
     """Start the referees this worker keeps and warm every problem's baseline in each, before
     polling (kernels/judge/referees.py): the first compiles what the node lacks, the others
     load it; judgements then borrow referees whose baselines are warm."""
-    from kernels.judge.environment import default_lease_path
-
     started = time.monotonic()
     log.info("warming the baselines in %d referees (first start on this node: minutes; later: seconds)",
              referees.keep)
-    records = referees.prime(problems, count=referees.keep, lease_path=settings.gpu_lease or default_lease_path())
+    records = referees.prime(problems, count=referees.keep, lease_path=lease_path)
     for record in records:
         if "error" in record:
             log.warning("baseline warm-up: %s: %s", record.get("problem", f"referee {record.get('referee', '?')}"),
