@@ -75,6 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--job", type=int)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--job-timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     if args.job is not None:
         run_job(args.job)
@@ -83,7 +84,11 @@ def main() -> int:
 
     def child(index: int) -> str:
         t0 = time.time()
-        done = subprocess.run([sys.executable, __file__, "--job", str(index)], capture_output=True, text=True)
+        try:
+            done = subprocess.run([sys.executable, __file__, "--job", str(index)], capture_output=True, text=True,
+                                  timeout=args.job_timeout_s)
+        except subprocess.TimeoutExpired:  # killed: a child left running would disturb later timings
+            return f"job {index} {JOBS[index]}: killed after {args.job_timeout_s:.0f} s"
         tail = (done.stderr.strip().splitlines() or [""])[-1][:160]
         return f"job {index} {JOBS[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {tail if done.returncode else ''}"
 
