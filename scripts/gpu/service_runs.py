@@ -128,6 +128,7 @@ def main() -> int:
     parser.add_argument("--problem", action="append", required=True,
                         help="NAME:ITERATIONS[:SECONDS] (repeatable); a run still going after SECONDS is stopped")
     parser.add_argument("--candidates", type=int, default=4)
+    parser.add_argument("--gpu-arch", default="sm90", help="the architecture the runs are queued for")
     parser.add_argument("--kill-worker", default=None, help="kill the GPU worker once during this problem's run")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--deadline-s", type=float, default=540.0, help="stop runs still going after this")
@@ -162,7 +163,10 @@ def main() -> int:
             deadline = min(began + args.deadline_s, time.monotonic() + float(limit[0])) if limit else \
                 began + args.deadline_s
             body = {"problem": name, "goal": {"speedup": 5.0}, "budget": {"iterations": int(count or 2), "hours": 1},
-                    "proposer": {"kind": "search"}, "candidates_per_iteration": args.candidates}
+                    "proposer": {"kind": "search"}, "candidates_per_iteration": args.candidates,
+                    # Queued for the architecture's workers: a fresh GPU worker primes its referees
+                    # (FLA's first compiles) before it polls, and POST /runs refuses a guess (503).
+                    "gpu_arch": args.gpu_arch}
             created = http("POST", f"{api}/runs", token, body)
             log(f"run {created['id']} ({name}, {count} iterations x {args.candidates}) on {created['gpu_arch']}")
             followed = follow(api, token, home, created["id"], args.kill_worker == name, deadline, log)
