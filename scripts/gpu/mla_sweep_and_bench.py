@@ -34,13 +34,10 @@ POINTS = {
     "two-kernel": {**D, "fused": False},
     "two-kernel-bf16": {**D, "fused": False, "partial_dtype": "bfloat16"},
     "fused": F,
-    "fused-bf16": B,
     "fused-bh32-bf16": {**B, "block_h": 32, "num_warps": 4},
-    "fused-bh32-bn32-bf16": {**B, "block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 3},
     "fused-bh16-bf16": {**B, "block_h": 16, "num_warps": 4},
     "fused-bf16-ovh256": {**B, "split_overhead_tokens": 256},
     "fused-bh32-bf16-ovh256": {**B, "block_h": 32, "num_warps": 4, "split_overhead_tokens": 256},
-    "fused-bf16-dv64": {**B, "combine_block_dv": 64},
 }
 # scripts/gpu/mla_launch_check.py writes "0" here when the fused kernel failed its checks.
 # A missing file (the check crashed or timed out) counts as a failure too.
