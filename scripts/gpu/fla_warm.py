@@ -90,7 +90,8 @@ def main() -> int:
         except subprocess.TimeoutExpired:  # killed: a child left running would disturb later timings
             return f"job {index} {JOBS[index]}: killed after {args.job_timeout_s:.0f} s"
         tail = (done.stderr.strip().splitlines() or [""])[-1][:160]
-        return f"job {index} {JOBS[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {tail if done.returncode else ''}"
+        failed = tail if done.returncode else ""
+        return f"job {index} {JOBS[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {failed}"
 
     with ThreadPoolExecutor(args.parallel) as pool:
         for line in pool.map(child, range(len(JOBS))):
