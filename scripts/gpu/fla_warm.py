@@ -15,7 +15,7 @@ import argparse
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -93,9 +93,10 @@ def main() -> int:
         failed = tail if done.returncode else ""
         return f"job {index} {JOBS[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {failed}"
 
+    # Printed as each finishes: a call cut short still says which keys are warm.
     with ThreadPoolExecutor(args.parallel) as pool:
-        for line in pool.map(child, range(len(JOBS))):
-            print(line, flush=True)
+        for done in as_completed([pool.submit(child, index) for index in range(len(JOBS))]):
+            print(done.result(), flush=True)
     print(f"warmed {len(JOBS)} keys in {time.time() - start:.0f} s", flush=True)
     return 0
 

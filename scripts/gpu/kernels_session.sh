@@ -10,7 +10,7 @@ export TRITON_CACHE_DIR=/tmp/triton-cache TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-
 [ -f .carry/caches.tar.xz ] && tar xJf .carry/caches.tar.xz -C /tmp && echo "caches unpacked: $(du -sh /tmp/triton-cache | cut -f1)"
 step() { echo "== $1 ($SECONDS s)"; }
 step "FLA warm-up, every key at once"
-timeout 150 python3 scripts/gpu/fla_warm.py --parallel 18 > "$OUT/fla_warm.txt" 2>&1 &
+timeout 320 python3 scripts/gpu/fla_warm.py --parallel 16 --job-timeout-s 300 > "$OUT/fla_warm.txt" 2>&1 &
 WARM=$!
 timeout 120 python3 -m pytest -q -m gpu tests/judge/test_judge_gpu.py -k "sm_count" -p no:cacheprovider 2>&1 | tail -n 4
 wait $WARM; echo "   warm exit $?"; tail -n 3 "$OUT/fla_warm.txt"
