@@ -3,6 +3,9 @@
 # every key in parallel (the cache comes back under $OUT for later calls), then the MLA decode
 # sweep with the fused and bf16-partial points, our KDA's knobs against FLA's safe-gate path
 # with per-kernel times, and our KDA against FLA on FLA's kinds of inputs.
+# On a fresh node FLA's warm-up takes most of a 600 s call (on 2026-12-03 its 18 keys had not
+# finished in 150 s, and the packed caches came back too large to fetch): run the warm-up in a
+# call of its own, or give the later steps less.
 # Usage (device, repo root, carry [".device", ".whl", ".carry"]): bash scripts/gpu/kernels_session.sh
 source scripts/gpu/prelude.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
