@@ -7,8 +7,10 @@ rewriting it, so a candidate is the kernel module itself with other knobs.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Iterable
 
 CONFIG_PATTERN = re.compile(r"^CONFIG = \{\n.*?^\}\n", re.MULTILINE | re.DOTALL)
@@ -62,6 +64,21 @@ def render_point(problem: str, template: Path, point: dict[str, Any], knobs: Ite
     if problems:
         raise ValueError(f"invalid {problem} point: " + "; ".join(problems))
     return write_config(template.read_text(), template.name, point, knobs)
+
+
+def import_source(source: str, name: str, folder: str | Path) -> ModuleType:
+    """Write ``source`` (e.g. a rendered point) to ``folder/name.py`` and import it as module
+    ``name`` in this process. A file, not an in-memory module: Triton reads each kernel's source
+    from the file it was defined in. Not for candidates from elsewhere: the judge runs those."""
+    if not name.isidentifier():
+        raise ValueError(f"module name must be a Python identifier, got {name!r}")
+    path = Path(folder) / f"{name}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def splice(base: str, base_entry: str, extension: Path, imports_end: str, bridge: str, entry: str) -> str:

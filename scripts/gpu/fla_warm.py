@@ -20,53 +20,58 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-# (B, T, H, D, dtype, path, with state, packed) — path "safe" is safe_gate=True, lower_bound=-5.
-JOBS = [
-    # kda_fla_parity.py, part 1 (default path, states, packed)
-    (1, 63, 1, 64, "float16", "default", True, False),
-    (2, 500, 3, 60, "float16", "default", True, False),
-    (2, 1000, 3, 64, "bfloat16", "default", True, False),
-    (3, 1024, 4, 100, "bfloat16", "default", False, False),
-    (4, 1024, 4, 128, "float16", "default", True, False),
-    (2, 1500, 4, 128, "bfloat16", "default", True, False),
-    (1, 4096, 8, 128, "bfloat16", "default", False, False),
-    (1, 1928, 4, 128, "bfloat16", "default", True, True),
-    # the bench shapes' head counts, both paths (kda_fla_parity.py part 2, the judge's timing)
-    (1, 8192, 16, 128, "bfloat16", "safe", False, False),
-    (1, 8192, 16, 128, "bfloat16", "default", False, False),
-    (1, 4096, 32, 128, "bfloat16", "safe", False, False),
-    (1, 4096, 32, 128, "bfloat16", "default", False, False),
-    # the kda problems' verify head counts (the judge's referees)
-    (1, 1000, 2, 128, "bfloat16", "safe", False, False),
-    (1, 1000, 3, 128, "bfloat16", "safe", False, False),
-    (1, 1000, 4, 128, "bfloat16", "safe", False, False),
-    (1, 1000, 8, 128, "bfloat16", "safe", False, False),
-    (1, 1000, 2, 128, "bfloat16", "default", False, False),
-    (1, 1000, 3, 128, "bfloat16", "default", False, False),
-]
+def jobs() -> list[tuple]:
+    """One (shape, dtype, path, with state, packed lengths) per FLA key the later scripts and the
+    judge meet, read from where those shapes are defined: ``kda_fla_parity.py``'s cases (FLA's
+    default path, states, packed sequences), and the kda problems' bench and verify shapes on
+    FLA's safe-gate path ("safe") and its default path. A key is FLA's autotuning key: head
+    count, head dim, dtype and flags, not B or T."""
+    from kda_fla_parity import CASES, PACKED_LENGTHS
+
+    from kernels.kda.definition import PROBLEM
+    from kernels.kda.general import PROBLEM as GENERAL
+
+    found: dict[tuple, tuple] = {}
+
+    def add(shape, dtype, path, state, packed):
+        found.setdefault((shape[2], shape[3], dtype, path, state, bool(packed)), (tuple(shape), dtype, path, state,
+                                                                                  packed))
+
+    for batch, seq, heads, dim, _regime, dtype, state in CASES:
+        add((batch, seq, heads, dim), dtype, "default", state, None)
+    add((1, sum(PACKED_LENGTHS), 4, 128), "bfloat16", "default", True, tuple(PACKED_LENGTHS))
+    for shape in PROBLEM.shapes["bench"] + PROBLEM.shapes["verify"]:
+        add(shape, "bfloat16", "safe", False, None)
+        add(shape, "bfloat16", "default", False, None)
+    for shape in GENERAL.shapes["verify"]:
+        add(shape, "bfloat16", "default", False, None)
+    return list(found.values())
 
 
-def run_job(index: int) -> None:
+def run_job(job: tuple) -> None:
     import torch
 
+    from kernels.kda import definition, general
     from kernels.kda.baseline import fla_chunk_kda
 
-    batch, seq, heads, dim, dtype, path, with_state, packed = JOBS[index]
+    shape, dtype, path, with_state, packed = job
     chunk_kda = fla_chunk_kda()
-    dt = getattr(torch, dtype)
-    gen = torch.Generator("cuda").manual_seed(index)
-    q, k, v = (torch.randn(batch, seq, heads, dim, device="cuda", dtype=dt, generator=gen) for _ in range(3))
-    g = torch.nn.functional.logsigmoid(torch.randn(batch, seq, heads, dim, device="cuda", generator=gen)).clamp(min=-5)
-    beta = torch.rand(batch, seq, heads, device="cuda", generator=gen).to(dt)
-    flags = {"safe_gate": True, "lower_bound": -5} if path == "safe" else {}
-    sequences = batch
-    cu = None
+    if path == "safe":  # bounded gates, as the safe-gate path promises
+        inputs = definition.make_inputs(shape, 1, "cuda", dtype)
+        flags = {"safe_gate": True, "lower_bound": definition.GATE_LOWER_BOUND}
+    else:
+        inputs = general.make_inputs(shape, 1, "cuda", dtype, regime="default")
+        flags = {}
+    sequences, cu = shape[0], None
     if packed:
-        cu = torch.tensor([0, 1, 64, 564, 1564, 1628, seq], dtype=torch.int64, device="cuda")
-        sequences = len(cu) - 1
-    h0 = torch.zeros(sequences, heads, dim, dim, device="cuda") if with_state else None
-    out, _ = chunk_kda(q, k, v, g.to(dt), beta, scale=dim ** -0.5, initial_state=h0, output_final_state=with_state,
-                       cu_seqlens=cu, **flags)
+        offsets = [0]
+        for length in packed:
+            offsets.append(offsets[-1] + length)
+        cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
+        sequences = len(packed)
+    h0 = torch.zeros(sequences, shape[2], shape[3], shape[3], device="cuda") if with_state else None
+    out, _ = chunk_kda(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"], scale=inputs["scale"],
+                       initial_state=h0, output_final_state=with_state, cu_seqlens=cu, **flags)
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), "FLA returned a non-finite output while warming"
 
@@ -77,8 +82,9 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--job-timeout-s", type=float, default=300.0)
     args = parser.parse_args()
+    found = jobs()
     if args.job is not None:
-        run_job(args.job)
+        run_job(found[args.job])
         return 0
     start = time.time()
 
@@ -88,16 +94,16 @@ def main() -> int:
             done = subprocess.run([sys.executable, __file__, "--job", str(index)], capture_output=True, text=True,
                                   timeout=args.job_timeout_s)
         except subprocess.TimeoutExpired:  # killed: a child left running would disturb later timings
-            return f"job {index} {JOBS[index]}: killed after {args.job_timeout_s:.0f} s"
+            return f"job {index} {found[index]}: killed after {args.job_timeout_s:.0f} s"
         tail = (done.stderr.strip().splitlines() or [""])[-1][:160]
         failed = tail if done.returncode else ""
-        return f"job {index} {JOBS[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {failed}"
+        return f"job {index} {found[index]}: exit {done.returncode} in {time.time() - t0:.0f} s {failed}"
 
     # Printed as each finishes: a call cut short still says which keys are warm.
     with ThreadPoolExecutor(args.parallel) as pool:
-        for done in as_completed([pool.submit(child, index) for index in range(len(JOBS))]):
+        for done in as_completed([pool.submit(child, index) for index in range(len(found))]):
             print(done.result(), flush=True)
-    print(f"warmed {len(JOBS)} keys in {time.time() - start:.0f} s", flush=True)
+    print(f"warmed {len(found)} keys in {time.time() - start:.0f} s", flush=True)
     return 0
 
 

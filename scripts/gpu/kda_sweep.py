@@ -14,7 +14,6 @@ Writes kda_sweep.json to $OUT.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -43,15 +42,10 @@ def points(default):
 
 
 def load(name, point, folder="/tmp/kda_src"):
+    from kernels.config_source import import_source
     from kernels.kda import space
 
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"kda_{name.replace('-', '_')}.py")
-    Path(path).write_text(space.render(point))
-    spec = importlib.util.spec_from_file_location(f"kda_{name.replace('-', '_')}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_source(space.render(point), f"kda_{name.replace('-', '_')}", folder)
 
 
 def kernel_times(fn, inputs, calls=5):
@@ -79,7 +73,7 @@ def main() -> int:
     from kernels import bench, timing
     from kernels.kda import space
     from kernels.kda.baseline import baselines
-    from kernels.kda.definition import BENCH_SHAPES, make_inputs
+    from kernels.kda.definition import BENCH_SHAPES, PROBLEM, make_inputs
     from kernels.kda.reference import kda_reference
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -102,7 +96,7 @@ def main() -> int:
             err = bench.relative_rms_error(fn(**check), ref)
             log["errors"][name] = err
             print(f"point {name}: err {err:.2e} ({time.time() - t0:.0f} s)", flush=True)
-            if err <= 5e-3:
+            if err <= PROBLEM.tolerance["bfloat16"]:
                 fns[name] = fn
         except Exception as error:
             log["errors"][name] = repr(error)[:300]

@@ -11,7 +11,6 @@ Writes OUT_DIR/mla_launch.json; prints a short table. Exit status 3 when the fus
 """
 
 import cProfile
-import importlib.util
 import io
 import json
 import os
@@ -24,6 +23,7 @@ import triton
 import triton.language as tl
 
 from kernels import bench
+from kernels.config_source import import_source
 from kernels.mla import decode, space
 from kernels.mla.baseline import mla_decode_torch
 from kernels.mla.definition import PROBLEM
@@ -31,14 +31,7 @@ from kernels.mla.reference import reference
 
 
 def load(point, name, folder="/tmp/mla_src"):
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}.py")
-    with open(path, "w") as handle:
-        handle.write(space.render(point))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_source(space.render(point), name, folder)
 
 
 @triton.jit

@@ -11,7 +11,6 @@
 Everything is also written as JSON under OUT_DIR.
 """
 
-import importlib.util
 import json
 import os
 import statistics
@@ -21,6 +20,7 @@ import time
 import torch
 
 from kernels import bench
+from kernels.config_source import import_source
 from kernels.mla import space
 from kernels.mla.decode import mla_decode
 from kernels.mla.definition import PROBLEM
@@ -47,13 +47,7 @@ if _FUSED_OK and not (os.path.exists(_FUSED_OK) and open(_FUSED_OK).read().strip
 
 
 def load_point(name, point, folder):
-    path = os.path.join(folder, f"mla_point_{name.replace('-', '_')}.py")
-    with open(path, "w") as handle:
-        handle.write(space.render(point))
-    spec = importlib.util.spec_from_file_location(f"mla_point_{name.replace('-', '_')}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_source(space.render(point), f"mla_point_{name.replace('-', '_')}", folder)
 
 
 def resources(module):
@@ -76,7 +70,6 @@ def resources(module):
 def main(out_dir):
     t0 = time.time()
     os.makedirs(out_dir, exist_ok=True)
-    os.makedirs("/tmp/mla_src", exist_ok=True)
     log = {"device": bench.device_fingerprint(), "correct": {}, "sweep": {}, "errors": {}}
     print(log["device"], flush=True)
 
