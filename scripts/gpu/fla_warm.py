@@ -51,6 +51,8 @@ def jobs() -> list[tuple]:
 def run_job(job: tuple) -> None:
     import torch
 
+    from kda_fla_parity import cu_seqlens
+
     from kernels.kda import definition, general
     from kernels.kda.baseline import fla_chunk_kda
 
@@ -64,10 +66,7 @@ def run_job(job: tuple) -> None:
         flags = {}
     sequences, cu = shape[0], None
     if packed:
-        offsets = [0]
-        for length in packed:
-            offsets.append(offsets[-1] + length)
-        cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
+        cu = cu_seqlens(packed)
         sequences = len(packed)
     h0 = torch.zeros(sequences, shape[2], shape[3], shape[3], device="cuda") if with_state else None
     out, _ = chunk_kda(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"], scale=inputs["scale"],

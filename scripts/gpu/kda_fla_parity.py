@@ -18,6 +18,7 @@ Writes kda_fla_parity.json to $OUT (or the current folder).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -38,6 +39,13 @@ CASES = [
     (1, 4096, 8, 128, "strong_decay", "bfloat16", False),
 ]
 PACKED_LENGTHS = [1, 63, 500, 1000, 64, 300]
+
+
+def cu_seqlens(lengths, device="cuda"):
+    """FLA's packed-sequence offsets for sequences of ``lengths``: int64 [N + 1], from 0."""
+    import torch
+
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64, device=device)
 
 
 def rel(out, ref) -> float:
@@ -61,10 +69,7 @@ def correctness(with_fla: bool = True) -> list[dict]:
         cu = None
         sequences = batch
         if packed:
-            offsets = [0]
-            for length in packed:
-                offsets.append(offsets[-1] + length)
-            cu = torch.tensor(offsets, dtype=torch.int64, device="cuda")
+            cu = cu_seqlens(packed)
             sequences = len(packed)
         h0 = torch.randn(sequences, heads, dim, dim, device="cuda", generator=torch.Generator("cuda").manual_seed(3)) \
             * 0.1 if with_state else None
