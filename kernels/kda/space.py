@@ -15,12 +15,14 @@ from kernels.config_source import describe_point, knob_problems, read_config, re
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 
 SPACE: dict[str, tuple[Any, ...]] = {
-    "prep_variant": ("blocks", "flat"),
+    "prep_variant": ("flat", "split"),
     "chunk": (16, 32, 64),
     "prep_block_k": (16, 32, 64, 128),
     "prep_num_warps": (2, 4, 8, 16),
     "prep_num_stages": (1, 2),
     "prep_precision": ("tf32", "tf32x3", "ieee"),
+    "wy_block_k": (16, 32, 64, 128),
+    "wy_num_warps": (2, 4, 8),
     "inter_dtype": ("input", "float32"),
     "scan_block_v": (16, 32, 64, 128),
     "scan_num_warps": (2, 4, 8),
@@ -30,12 +32,15 @@ SPACE: dict[str, tuple[Any, ...]] = {
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
 KNOBS: dict[str, str] = {
-    "prep_variant": "how the preparation kernel is tiled: 'blocks' (3D/4D tiles) or 'flat' (one 2D tile per chunk)",
+    "prep_variant": "how the preparation is split: 'flat' (one kernel per chunk) or 'split' (A and its inverse, "
+    "then W and U per channel tile: two kernels, each with fewer live registers)",
     "chunk": "chunk size BT: tokens per chunk of the chunked delta rule (larger: fewer, heavier chunks)",
     "prep_block_k": "BK: channels per tile of the preparation kernel",
     "prep_num_warps": "warps per program of the preparation kernel",
     "prep_num_stages": "software pipelining stages of the preparation kernel",
     "prep_precision": "tensor-core precision of the preparation's fp32 dot products",
+    "wy_block_k": "channels per program of the split preparation's second kernel (W, U, decayed q and k)",
+    "wy_num_warps": "warps per program of the split preparation's second kernel",
     "inter_dtype": "dtype of the intermediates (w, u, qg, kg, A_qk): the input's dtype or float32",
     "scan_block_v": "BV: value channels per program of the state scan",
     "scan_num_warps": "warps per program of the state scan",
@@ -47,8 +52,6 @@ KNOBS: dict[str, str] = {
 # problem's head dim D = 128 and a bf16 working dtype.
 SHARED_MEMORY_LIMIT = 227 * 1024
 STATE_REGISTERS_LIMIT = 128
-# The 3D/4D "blocks" preparation at chunk 64 x 32 channels was the largest spill-free tile.
-BLOCKS_TILE_LIMIT = 64 * 32
 _D = 128
 
 
@@ -79,12 +82,6 @@ def validate(point: dict[str, Any]) -> list[str]:
     shared = scan_shared_memory_estimate(point)
     if shared > SHARED_MEMORY_LIMIT:
         problems.append(f"scan shared memory {shared} B exceeds {SHARED_MEMORY_LIMIT} B")
-    tile = point["chunk"] * point["prep_block_k"]
-    if point["prep_variant"] == "blocks" and tile > BLOCKS_TILE_LIMIT:
-        problems.append(
-            f"blocks preparation with chunk x prep_block_k = {tile} > {BLOCKS_TILE_LIMIT} spills registers "
-            "and compiles for minutes (sm_90, measured by compiling)"
-        )
     registers = state_registers(point)
     if registers > STATE_REGISTERS_LIMIT:
         problems.append(f"scan state takes {registers} registers per thread, more than {STATE_REGISTERS_LIMIT}")

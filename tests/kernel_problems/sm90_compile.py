@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 INT_POINTERS = {"cu_ptr", "chunk_seq_ptr", "chunk_local_ptr", "chunk_offsets_ptr", "BLOCK_TABLE", "CACHE_SEQLENS",
                 "SYNC"}
-FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART"}
+FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART", "minv_ptr"}
 # The MLA kernels name their pointers in capitals; kda's capitals (T, H, NT, NTS) are sizes.
 DATA_POINTERS = {"Q", "KV", "KV_CACHE", "O_PART", "OUT"}
 FLOATS = {"scale", "qk_scale_log2"}
@@ -56,7 +56,9 @@ def cases():
     for varlen in (False, True):
         prep = dict(D=128, BK=16, BT=32, BC=16, NC=2, PRECISION="tf32", IS_VARLEN=varlen)
         yield f"kda prepare (flat), varlen={varlen}", chunk._prepare_flat_kernel, {**prep, "LOG2_BT": 5}, 2
-        yield f"kda prepare, varlen={varlen}", chunk._prepare_kernel, prep, 2
+        yield f"kda prepare (split, intra), varlen={varlen}", chunk._intra_kernel, {**prep, "LOG2_BT": 5}, 2
+        yield (f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel,
+               dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen), 4)
         yield (f"kda scan, varlen={varlen}", chunk._scan_kernel,
                dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
     split = dict(D_LATENT=512, D_ROPE=64, BLOCK_H=64, BLOCK_N=32, INPUT_PRECISION="tf32")

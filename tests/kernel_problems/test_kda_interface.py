@@ -46,7 +46,7 @@ def fla_style_inputs(batch, seq, heads, dim, gates: str, seed: int = 0, dtype=to
             "scale": dim ** -0.5}
 
 
-@pytest.fixture(params=["flat", "blocks"])
+@pytest.fixture(params=["flat", "split"])
 def variant(request, monkeypatch):
     monkeypatch.setitem(chunk.CONFIG, "prep_variant", request.param)
     return request.param
