@@ -23,8 +23,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "min_split_tokens": (32, 64, 128, 256, 512, 1024),
     "split_overhead_tokens": (0, 32, 64, 128, 256, 512),
     "partial_dtype": ("float32", "bfloat16"),
-    "combine_block_dv": (64, 128, 256, 512),
-    "combine_block_s": (8, 16, 32, 64),
+    "combine_block_dv": (32, 64, 128, 256, 512),
+    "combine_block_s": (8, 16, 32, 64, 128),
     "combine_num_warps": (1, 2, 4, 8),
     "fused": (False, True),
 }

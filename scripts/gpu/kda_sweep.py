@@ -1,13 +1,14 @@
 """Our KDA kernels' knobs on the GPU, side by side with FLA's safe-gate path (issue 11).
 
-    PYTHONPATH=. python3 scripts/gpu/kda_sweep.py [--reps 10]
+    PYTHONPATH=. python3 scripts/gpu/kda_sweep.py [--reps 10] [--no-fla] [--shapes B,T,H,D ...] [--only NAME ...]
 
 1. Each point below, rendered from kernels/kda/space.py (a standalone candidate), checked in
    bf16 at a ragged shape against the float64 chunked reference.
 2. All points and FLA (safe gate, default) timed interleaved per bench shape (L2 flushed,
-   events, medians); ratio FLA safe-gate / point; geomean per point.
-3. Where the time goes: CUDA kernel times per kernel name (torch.profiler) for the default
-   point and FLA's safe-gate path at each bench shape.
+   events, medians); ratio FLA safe-gate / point (our default / point with --no-fla); geomean
+   per point. Every point's kernels are compiled first in parallel processes.
+3. Where the time goes: CUDA kernel times per kernel name (torch.profiler) for every point and
+   FLA's safe-gate path at each bench shape.
 Writes kda_sweep.json to $OUT.
 """
 
@@ -28,17 +29,44 @@ os.environ.setdefault("FLA_FLASH_KDA", "0")
 
 def points(default):
     d = dict(default)
+    split = {**d, "prep_variant": "split", "chunk": 64, "prep_block_k": 16, "prep_num_warps": 4,
+             "wy_block_k": 64, "wy_num_warps": 8}
     found = {
         "default": d,
-        "flat-c64-w4": {**d, "chunk": 64, "prep_num_warps": 4},
-        "flat-c32-w4": {**d, "prep_num_warps": 4},
-        "blocks-c64": {**d, "prep_variant": "blocks", "chunk": 64, "prep_block_k": 32, "prep_num_warps": 4},
-        "scan-bv64-w8": {**d, "scan_block_v": 64, "scan_num_warps": 8},
-        "scan-bv16-w2": {**d, "scan_block_v": 16, "scan_num_warps": 2},
-        "prep-bk32": {**d, "prep_block_k": 32, "prep_num_warps": 4},
-        "c64-bv64": {**d, "chunk": 64, "prep_num_warps": 4, "scan_block_v": 64, "scan_num_warps": 8},
+        "split-c64": split,
+        "split-c64-bk32-w8": {**split, "prep_block_k": 32, "prep_num_warps": 8},
+        "split-c64-wy32-w4": {**split, "wy_block_k": 32, "wy_num_warps": 4},
+        "split-c64-s3": {**split, "scan_num_stages": 3},
+        "split-c64-bv16": {**split, "scan_block_v": 16, "scan_num_warps": 4},
+        "split-c64-bv64-w8": {**split, "scan_block_v": 64, "scan_num_warps": 8},
+        "split-c64-bv32-w8": {**split, "scan_num_warps": 8},
+        "split-c32": {**split, "chunk": 32, "prep_block_k": 32, "prep_num_warps": 4, "wy_num_warps": 4},
+        "split-c64-tf32x3": {**split, "prep_precision": "tf32x3"},
     }
     return found
+
+
+def precompile(named_points, shape=(1, 200, 2, 128), workers=16):
+    """Compile every point's kernels in parallel processes (Triton's on-disk cache is shared, and a
+    kernel's cache key does not depend on the CONFIG literal), so the timed process only loads."""
+    import subprocess
+
+    script = ("import sys, json; sys.path.insert(0, {root!r}); sys.path.insert(0, {here!r});"
+              "import kda_sweep as s; from kernels.kda.definition import make_inputs;"
+              "fn = s.load({name!r}, json.loads({point!r}), '/tmp/kda_src_{name}').kernel;"
+              "fn(**make_inputs({shape!r}, 1, 'cuda', 'bfloat16'))")
+    root, here = str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)
+    procs = []
+    for name, point in named_points.items():
+        code = script.format(root=root, here=here, name=name, point=json.dumps(point), shape=shape)
+        procs.append((name, subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE, text=True)))
+        while sum(p.poll() is None for _, p in procs) >= workers:
+            time.sleep(0.5)
+    for name, proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode:
+            print(f"precompile {name}: rc {proc.returncode} {err[-300:]}", flush=True)
 
 
 def load(name, point, folder="/tmp/kda_src"):
@@ -78,6 +106,9 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--no-fla", action="store_true", help="time our points only (no FLA compile)")
+    parser.add_argument("--shapes", nargs="*", help="B,T,H,D bench shapes (default: the problem's)")
+    parser.add_argument("--only", nargs="*", help="point names to run (default: all)")
     args = parser.parse_args()
     out = Path(os.environ.get("OUT", "."))
     log = {"device": bench.device_fingerprint(), "errors": {}, "timings": {}, "kernels": {}}
@@ -85,7 +116,11 @@ def main() -> int:
     fns = {}
     check = make_inputs((2, 700, 4, 128), 3, "cuda", "bfloat16")
     ref = kda_reference(**check, method="chunked")
-    for name, point in points(space.DEFAULT).items():
+    named = {n: p for n, p in points(space.DEFAULT).items() if not args.only or n in args.only}
+    precompile({n: p for n, p in named.items() if not space.validate(p)})
+    print(f"precompiled {len(named)} points ({time.time() - t0:.0f} s)", flush=True)
+    shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else BENCH_SHAPES
+    for name, point in named.items():
         problems = space.validate(point)
         if problems:
             log["errors"][name] = problems
@@ -101,26 +136,27 @@ def main() -> int:
         except Exception as error:
             log["errors"][name] = repr(error)[:300]
             print(f"point {name}: {error!r}"[:300], flush=True)
-    fla = {k.replace("-", "_"): f for k, f in baselines("cuda").items()}
+    fla = {} if args.no_fla else {k.replace("-", "_"): f for k, f in baselines("cuda").items()}
     flusher = timing.L2Flusher()
     ratios = {name: [] for name in fns}
-    for shape in BENCH_SHAPES:
+    for shape in shapes:
         sets = [make_inputs(shape, seed, "cuda", "bfloat16") for seed in (101, 102)]
         samples = timing.time_interleaved({**fla, **fns}, sets, reps=args.reps, warmup=2, flusher=flusher)
         row = {label: s.median_ms for label, s in samples.items()}
         log["timings"][str(shape)] = row
         for name in fns:
-            ratios[name].append(row["fla_safe_gate"] / row[name])
+            ratios[name].append(row.get("fla_safe_gate", row.get("default", 1.0)) / row[name])
         print(f"{shape}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()) + " ms", flush=True)
-        log["kernels"][str(shape)] = {"ours": kernel_times(fns.get("default", next(iter(fns.values()))), sets[0]),
-                                      "fla_safe_gate": kernel_times(fla["fla_safe_gate"], sets[0])}
+        log["kernels"][str(shape)] = {name: kernel_times(fn, sets[0]) for name, fn in fns.items()}
+        if fla:
+            log["kernels"][str(shape)]["fla_safe_gate"] = kernel_times(fla["fla_safe_gate"], sets[0])
         print("   kernels:", json.dumps(log["kernels"][str(shape)]), flush=True)
         del sets
         torch.cuda.empty_cache()
         (out / "kda_sweep.json").write_text(json.dumps(log, indent=1))
     log["geomean_vs_safe_gate"] = {n: math.exp(sum(map(math.log, r)) / len(r)) for n, r in ratios.items() if r}
-    print("geomean FLA safe-gate / point:", {k: round(v, 3) for k, v in log["geomean_vs_safe_gate"].items()},
-          flush=True)
+    geomeans = {k: round(v, 3) for k, v in log["geomean_vs_safe_gate"].items()}
+    print("geomean (FLA safe-gate, or our default without FLA) / point:", geomeans, flush=True)
     (out / "kda_sweep.json").write_text(json.dumps(log, indent=1))
     return 0
 

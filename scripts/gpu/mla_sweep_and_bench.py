@@ -1,6 +1,6 @@
 """One GPU call for MLA decode: bf16 correctness, a sweep of kernel configs, then the benchmark.
 
-    PYTHONPATH=. python3 scripts/gpu/mla_sweep_and_bench.py OUT_DIR
+    PYTHONPATH=. python3 scripts/gpu/mla_sweep_and_bench.py OUT_DIR [--sweep-only]
 
 1. bf16 correctness of the committed kernel at the verify and bench shapes.
 2. Each point below, rendered from kernels/mla/space.py, checked at a ragged shape, then all
@@ -28,16 +28,20 @@ from kernels.mla.reference import reference
 from kernels.timing import L2Flusher, time_graph_replay, time_interleaved
 
 D = space.DEFAULT
-F = {**D, "fused": True}
-B = {**F, "partial_dtype": "bfloat16"}
+BF = {**D, "partial_dtype": "bfloat16"}
+# The combine reads every split's partial: all splits in one step (block_s 128), narrower
+# value slices (more programs), bf16 partials (half the bytes); ncu on the H200 (2026-12-03)
+# put the combine at 14 us of the headline's 29 (cold caches), stalled on its loads.
 POINTS = {
     "two-kernel": {**D, "fused": False},
-    "two-kernel-bf16": {**D, "fused": False, "partial_dtype": "bfloat16"},
-    "fused": F,
-    "fused-bh32-bf16": {**B, "block_h": 32, "num_warps": 4},
-    "fused-bh16-bf16": {**B, "block_h": 16, "num_warps": 4},
-    "fused-bf16-ovh256": {**B, "split_overhead_tokens": 256},
-    "fused-bh32-bf16-ovh256": {**B, "block_h": 32, "num_warps": 4, "split_overhead_tokens": 256},
+    "two-kernel-bf16": {**BF, "fused": False},
+    "cmb-s128-dv64": {**D, "combine_block_s": 128, "combine_block_dv": 64},
+    "cmb-s128-dv32-w2": {**D, "combine_block_s": 128, "combine_block_dv": 32, "combine_num_warps": 2},
+    "bf16-cmb-s128-dv64": {**BF, "combine_block_s": 128, "combine_block_dv": 64},
+    "bf16-cmb-s64-dv64-w2": {**BF, "combine_block_s": 64, "combine_block_dv": 64, "combine_num_warps": 2},
+    "bh32-bf16-cmb-s128-dv64": {**BF, "block_h": 32, "num_warps": 4, "combine_block_s": 128, "combine_block_dv": 64},
+    "bh32w8-bf16-cmb-s128-dv64": {**BF, "block_h": 32, "num_warps": 8, "combine_block_s": 128,
+                                  "combine_block_dv": 64},
 }
 # scripts/gpu/mla_launch_check.py writes "0" here when the fused kernel failed its checks.
 # A missing file (the check crashed or timed out) counts as a failure too.
@@ -67,7 +71,7 @@ def resources(module):
     return found
 
 
-def main(out_dir):
+def main(out_dir, sweep_only=False):
     t0 = time.time()
     os.makedirs(out_dir, exist_ok=True)
     log = {"device": bench.device_fingerprint(), "correct": {}, "sweep": {}, "errors": {}}
@@ -78,7 +82,7 @@ def main(out_dir):
             json.dump(log, handle, indent=1, default=str)
 
     tol = PROBLEM.tolerance["bfloat16"]
-    for shape in PROBLEM.shapes["verify"] + PROBLEM.shapes["bench"][:4]:
+    for shape in [] if sweep_only else PROBLEM.shapes["verify"] + PROBLEM.shapes["bench"][:4]:
         errs = []
         try:
             for seed in (1, 2):
@@ -138,6 +142,8 @@ def main(out_dir):
     print("scores (geomean ms):", {k: round(v * 1e3, 2) for k, v in sorted(scores.items(), key=lambda kv: kv[1])},
           f"best {best} = {POINTS[best]}", flush=True)
     save()
+    if sweep_only:
+        return
 
     result = bench.bench_problem(PROBLEM, "bench", 20, sys.stdout, ours=kernels[best])
     log["bench"] = result
@@ -146,4 +152,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/mla_out")
+    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/mla_out", sweep_only="--sweep-only" in sys.argv)
