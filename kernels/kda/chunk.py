@@ -8,30 +8,32 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
     W = M (beta e^G k),   U = M (beta v)
     V' = U - W S,   O = scale (e^G q) S + A_qk V',   S <- diag(e^G_last) S + (e^(G_last - G) k)^T V'
 
-1. ``_prepare_kernel``, one program per (chunk, batch x head), all chunks in parallel: G,
-   A_qk, the triangular inverse M, W, U, and the decayed q and k the scan needs. Two
-   variants (``prep_variant``): "blocks" computes only the needed 16 x 16 blocks with 3D/4D
-   tiles and inverts by block forward substitution; "flat" uses 2D tiles only, with one
-   product per anchor and M = prod_k (I + (-A)^(2^k)). On an H200 this stage dominated
-   (blocks at chunk 64: 10.4 of 11.4 ms at B=4, T=8192, H=32); "flat" is not yet timed.
+1. The preparation, all chunks in parallel: G, A_qk, the triangular inverse M, W, U, and the
+   decayed q and k the scan needs. Two variants (``prep_variant``):
+   - "flat": one kernel per (chunk, batch x head), ``_prepare_flat_kernel``. It holds A_kk,
+     A_qk, M and the W/U tiles at once: 255 registers and spills on an H200 (Triton 3.6,
+     ncu 2026-12-03: 3.08 ms of 4.77 at B=1, T=32768, H=32, tensor pipe 6 %).
+   - "split": ``_intra_kernel`` per (chunk, batch x head) writes A_qk and M (fp32), then
+     ``_wy_kernel`` per (chunk, batch x head, channel tile) writes W, U, qg, kg: each kernel
+     holds half as much, and the second has D / BK times the programs.
 2. ``_scan_kernel``, one program per (value tile, batch x head), sequential over chunks:
    the state S stays in registers in fp32 and the output is written in the same loop, so
    the per-chunk states never go to memory.
 
 Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, within
-sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). Between sub-chunks a is the first
-token of the query's sub-chunk, so both factors are <= 1. Inside a sub-chunk a is its first
-token, so the key factor is at most e^(15 x 5) = e^75 for gates >= -5, inside fp32. Where a
-tile's in-sub-chunk span exceeds ``SAFE_SPAN`` (unbounded gates: masked gates, strong decay,
-the Kimi model's -exp(A_log) softplus(.) gates), that tile's diagonal blocks are formed
-column by column with e^(G_r - G_c) <= 1 directly: slower, exact, never inf. Everything else
-(off-diagonal blocks, W, U, the scan) only ever takes e^x with x <= 0. An anchor never lies
-after the query, so future tokens cannot reach earlier outputs.
+sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). For keys before the query's
+sub-chunk, a lies in or just before that sub-chunk and after the key, so both factors are
+<= 1. Inside a sub-chunk the key factor is at most e^span, span the sub-chunk's decay (at most
+16 x 5 = 80 for gates >= -5), inside fp32. Where a tile's span exceeds ``SAFE_SPAN``
+(unbounded gates: masked gates, strong decay, the Kimi model's -exp(A_log) softplus(.)
+gates), that tile's diagonal blocks are formed column by column with e^(G_r - G_c) <= 1
+directly: slower, exact, never inf. Everything else (off-diagonal blocks, W, U, the scan)
+only ever takes e^x with x <= 0. An anchor never lies after the query, so future tokens
+cannot reach earlier outputs. The flat kernel anchors at each sub-chunk's first token, the
+split one just before it.
 
-The inverse: the diagonal 16 x 16 blocks of I + A_kk are inverted by forward substitution
-(all blocks at once), giving the block-diagonal D^-1; with L the strictly block-lower part,
-N = D^-1 L is nilpotent of order NC = BT / 16, so M = sum_{j < NC} (-N)^j D^-1, evaluated as
-T <- D^-1 - N T, NC - 1 times.
+The inverse: M = (I + N)(I + N^2)(I + N^4)... with N = -A_kk strictly lower (nilpotent:
+N^BT = 0), log2(BT) - 1 pairs of products (``_unit_lower_inverse``).
 
 The host code only allocates and launches. Packed sequences (FLA's ``cu_seqlens``) reach the
 kernels as chunk tables built in ``kernels/kda/varlen.py``, outside this file (a candidate).
@@ -59,11 +61,13 @@ CONFIG = {
 }
 
 SUB_CHUNK = 16
-# The largest in-sub-chunk decay span (nats) the factored diagonal blocks take: e^80 = 5.5e34 and
-# e^-80 = 1.8e-35 are normal fp32 numbers. Gates >= -5 span at most 75 (15 steps); beyond it a
+# The largest in-sub-chunk decay span (nats) the factored diagonal blocks take: e^84 = 3.0e36 and
+# e^-84 = 3.3e-37 are normal fp32 numbers. Gates >= -5 span at most 80 (16 steps); beyond it a
 # chunk's tile takes the exact column-by-column form (``_prepare_*_kernel``), decided per tile on
 # the GPU: no host synchronisation, no silent inf.
-SAFE_SPAN = tl.constexpr(80.0)  # a global a jitted function reads must be a constexpr instance
+SAFE_SPAN = tl.constexpr(84.0)  # a global a jitted function reads must be a constexpr instance
+# The split preparation centres its factors: e^(+-SAFE_SPAN / 2) (``_intra_kernel``).
+ANCHOR_SHIFT = tl.constexpr(42.0)
 
 
 @triton.jit
@@ -96,9 +100,13 @@ def _intra_kernel(
 ):
     """The split preparation's first kernel: A_qk and M = (I + A_kk)^-1 of one chunk, both to
     memory (M in fp32, for ``_wy_kernel``). One anchor per sub-chunk n, a_n = G just before it
-    (0 for the first): every query row of sub-chunk n against every key up to the end of n in one
-    [BT, BK] @ [BK, BT] product (other rows zeroed), accumulated in place. Keys before n take
-    e^(a_n - G_i) <= 1, keys inside n at most e^span; the queries e^(G_r - a_n) in [e^-span, 1]."""
+    (0 for the first) less ANCHOR_SHIFT: every query row of sub-chunk n against every key up to
+    the end of n in one [BT, BK] @ [BK, BT] product (other rows zeroed), accumulated in place.
+    With span <= SAFE_SPAN, queries take e^(G_r - a_n) and keys of n e^(a_n - G_i), both within
+    e^(+-SAFE_SPAN / 2), so neither overflows nor underflows; keys before n take at most
+    e^-ANCHOR_SHIFT (where one underflows, the term it belongs to is below e^-45). The shift is
+    a constant, not the sub-chunk's own decay: an anchor from later gates would let them reach
+    earlier outputs through rounding."""
     i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
     in_base = (bos * H + i_h) * D
     chunk_row0 = (i_h * NT + i_c) * BT
@@ -120,19 +128,19 @@ def _intra_kernel(
         for n in tl.static_range(1, NC):
             G_anchor = tl.where(block_r == n, tl.sum(tl.where(r2 < n * BC, g2, 0.0), axis=0)[None, :], G_anchor)
         # The largest decay span inside a sub-chunk of this tile (at its last row): the diagonal
-        # blocks are factored only while e^span and e^-span are normal fp32 numbers.
+        # blocks are factored only while e^(+-span / 2) are normal fp32 numbers.
         span = tl.max(tl.max(G_anchor - G2, axis=1), axis=0)
         exact = span > SAFE_SPAN
-        to_anchor = tl.exp(G2 - G_anchor)
+        to_anchor = tl.exp(G2 - G_anchor + ANCHOR_SHIFT)
         q_t = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32) * to_anchor * scale
         k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
         k_t = k2 * to_anchor
         for n in tl.static_range(NC):
-            a_n = tl.sum(tl.where(r2 < n * BC, g2, 0.0), axis=0)[None, :]
+            a_n = tl.sum(tl.where(r2 < n * BC, g2, 0.0), axis=0)[None, :] - ANCHOR_SHIFT
             # Past the anchor's sub-chunk, keys are masked (the minimum keeps them finite); with
             # exact diagonal blocks, the anchor's own sub-chunk too.
             key_end = tl.where(exact, n * BC, (n + 1) * BC)
-            k_hat = tl.where(r2 < key_end, k2 * tl.exp(tl.minimum(a_n - G2, SAFE_SPAN)), 0.0)
+            k_hat = tl.where(r2 < key_end, k2 * tl.exp(tl.minimum(a_n - G2, ANCHOR_SHIFT)), 0.0)
             rows_n = block_r == n
             a_qk = tl.dot(tl.where(rows_n, q_t, 0.0), tl.trans(k_hat), acc=a_qk, input_precision=PRECISION)
             a_kk = tl.dot(tl.where(rows_n, k_t, 0.0), tl.trans(k_hat), acc=a_kk, input_precision=PRECISION)

@@ -45,9 +45,8 @@ def test_validate_names_what_is_wrong():
     assert "unknown knobs: ['colour']" in space.validate(dict(space.DEFAULT, colour=1))
     heavy = dict(space.DEFAULT, chunk=64, inter_dtype="float32", scan_num_stages=3)
     assert any("shared memory" in why for why in space.validate(heavy))
-    spilling = dict(space.DEFAULT, prep_variant="blocks", chunk=64, prep_block_k=128)
-    assert any("spills registers" in why for why in space.validate(spilling))
-    assert space.validate(dict(spilling, prep_variant="flat")) == []
+    assert space.validate(dict(space.DEFAULT, prep_variant="blocks")) == [
+        "prep_variant='blocks' is not one of ['flat', 'split']"]
     crowded = dict(space.DEFAULT, scan_block_v=128, scan_num_warps=2)
     assert any("registers" in why for why in space.validate(crowded))
 
