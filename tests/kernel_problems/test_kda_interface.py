@@ -118,3 +118,34 @@ def test_bad_interface_inputs_say_what_is_wrong():
         kda_forward(**packed, cu_seqlens=torch.tensor([0.0, 10.0]))
     with pytest.raises(ValueError, match=r"head dim D must be in \[1, 256\], got 300"):
         kda_forward(**fla_style_inputs(1, 2, 1, 300, "masked"))
+
+
+@pytest.mark.parametrize("gate", [-5.0, -5.2, -5.6])
+def test_split_preparation_on_both_sides_of_the_safe_span(monkeypatch, gate):
+    # Every gate equal: a sub-chunk of 16 spans 16 x |gate| nats, 80 and 83.2 (factored, the
+    # factors at e^(+-40) and beyond) and 89.6 (past SAFE_SPAN = 84: the exact diagonal blocks).
+    # Chunk 64 puts four sub-chunks, so four anchors, in each chunk; fp32 keeps the bar tight.
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "split")
+    monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
+    inputs = fla_style_inputs(1, 80, 2, 32, "masked", seed=8)
+    inputs["g"] = torch.full_like(inputs["g"], gate)
+    inputs["g"][:, 40:44, :, :7] = 0.0  # a few channels that keep their state for a while
+    out, final = kda_forward(**inputs, output_final_state=True)
+    ref, ref_final = kda_reference(**inputs, output_final_state=True)
+    assert torch.isfinite(out).all() and torch.isfinite(final).all()
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+
+
+def test_split_preparation_is_causal(monkeypatch):
+    # The anchors lie at or before each query; changing the last tokens' gates, keys and values
+    # leaves every earlier output bit-identical.
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "split")
+    monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
+    inputs = fla_style_inputs(1, 64, 1, 32, "kimi", seed=9)
+    out = kda_forward(**inputs)
+    changed = {n: (x.clone() if torch.is_tensor(x) else x) for n, x in inputs.items()}
+    for name in ("k", "v", "g"):
+        changed[name][:, 50:] = torch.randn_like(changed[name][:, 50:]) - (3.0 if name == "g" else 0.0)
+    out_changed = kda_forward(**changed)
+    assert torch.equal(out[:, :50], out_changed[:, :50])
+    assert not torch.equal(out[:, 50:], out_changed[:, 50:])
