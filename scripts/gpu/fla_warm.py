@@ -7,6 +7,7 @@ all writing to one ``TRITON_CACHE_DIR``; later processes then load the compiled 
 
     python3 scripts/gpu/fla_warm.py --parallel 16      # every job, in child processes
     python3 scripts/gpu/fla_warm.py --job 3            # one job (what each child runs)
+    python3 scripts/gpu/fla_warm.py --scope parity bench   # only what kda_fla_parity.py needs
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-def jobs() -> list[tuple]:
+def jobs(scope: str = "all") -> list[tuple]:
     """One (shape, dtype, path, with state, packed lengths) per FLA key the later scripts and the
     judge meet, read from where those shapes are defined: ``kda_fla_parity.py``'s cases (FLA's
     default path, states, packed sequences), and the kda problems' bench and verify shapes on
@@ -37,13 +38,15 @@ def jobs() -> list[tuple]:
         found.setdefault((shape[2], shape[3], dtype, path, state, bool(packed)), (tuple(shape), dtype, path, state,
                                                                                   packed))
 
-    for batch, seq, heads, dim, _regime, dtype, state in CASES:
-        add((batch, seq, heads, dim), dtype, "default", state, None)
-    add((1, sum(PACKED_LENGTHS), 4, 128), "bfloat16", "default", True, tuple(PACKED_LENGTHS))
-    for shape in PROBLEM.shapes["bench"] + PROBLEM.shapes["verify"]:
+    if scope in ("parity", "all"):
+        for batch, seq, heads, dim, _regime, dtype, state in CASES:
+            add((batch, seq, heads, dim), dtype, "default", state, None)
+        add((1, sum(PACKED_LENGTHS), 4, 128), "bfloat16", "default", True, tuple(PACKED_LENGTHS))
+    shapes = PROBLEM.shapes["bench"] + (PROBLEM.shapes["verify"] if scope == "all" else ())
+    for shape in shapes if scope != "parity" else ():
         add(shape, "bfloat16", "safe", False, None)
         add(shape, "bfloat16", "default", False, None)
-    for shape in GENERAL.shapes["verify"]:
+    for shape in GENERAL.shapes["verify"] if scope == "all" else ():
         add(shape, "bfloat16", "default", False, None)
     return list(found.values())
 
@@ -80,8 +83,9 @@ def main() -> int:
     parser.add_argument("--job", type=int)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--job-timeout-s", type=float, default=300.0)
+    parser.add_argument("--scope", nargs="+", default=["all"], choices=("all", "parity", "bench"))
     args = parser.parse_args()
-    found = jobs()
+    found = list({job: None for scope in args.scope for job in jobs(scope)})
     if args.job is not None:
         run_job(found[args.job])
         return 0
@@ -90,8 +94,8 @@ def main() -> int:
     def child(index: int) -> str:
         t0 = time.time()
         try:
-            done = subprocess.run([sys.executable, __file__, "--job", str(index)], capture_output=True, text=True,
-                                  timeout=args.job_timeout_s)
+            done = subprocess.run([sys.executable, __file__, "--job", str(index), "--scope", *args.scope],
+                                  capture_output=True, text=True, timeout=args.job_timeout_s)
         except subprocess.TimeoutExpired:  # killed: a child left running would disturb later timings
             return f"job {index} {found[index]}: killed after {args.job_timeout_s:.0f} s"
         tail = (done.stderr.strip().splitlines() or [""])[-1][:160]
