@@ -35,13 +35,13 @@ def points(default):
         "default": d,
         "split-c64": split,
         "split-c64-bk32-w8": {**split, "prep_block_k": 32, "prep_num_warps": 8},
-        "split-c64-wy32-w4": {**split, "wy_block_k": 32, "wy_num_warps": 4},
+        "split-c64-wy32-w8": {**split, "wy_block_k": 32},
         "split-c64-s3": {**split, "scan_num_stages": 3},
         "split-c64-bv16": {**split, "scan_block_v": 16, "scan_num_warps": 4},
         "split-c64-bv64-w8": {**split, "scan_block_v": 64, "scan_num_warps": 8},
         "split-c64-bv32-w8": {**split, "scan_num_warps": 8},
-        "split-c32": {**split, "chunk": 32, "prep_block_k": 32, "prep_num_warps": 4, "wy_num_warps": 4},
-        "split-c64-tf32x3": {**split, "prep_precision": "tf32x3"},
+        "split-c32": {**split, "chunk": 32, "wy_num_warps": 4},
+        "split-c64-bk16-w8": {**split, "prep_num_warps": 8},
     }
     return found
 
