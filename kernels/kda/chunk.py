@@ -100,59 +100,50 @@ def _intra_kernel(
 ):
     """The split preparation's first kernel: A_qk and M = (I + A_kk)^-1 of one chunk, both to
     memory (M in fp32, for ``_wy_kernel``). One anchor per sub-chunk n, a_n = G just before it
-    (0 for the first) less ANCHOR_SHIFT: every query row of sub-chunk n against every key up to
-    the end of n in one [BT, BK] @ [BK, BT] product (other rows zeroed), accumulated in place.
-    With span <= SAFE_SPAN, queries take e^(G_r - a_n) and keys of n e^(a_n - G_i), both within
-    e^(+-SAFE_SPAN / 2), so neither overflows nor underflows; keys before n take at most
+    (0 for the first) less ANCHOR_SHIFT; the queries of sub-chunk n meet every key up to the end
+    of n. With span <= SAFE_SPAN, queries take e^(G_r - a_n) and keys of n e^(a_n - G_i), both
+    within e^(+-SAFE_SPAN / 2), so neither overflows nor underflows; keys before n take at most
     e^-ANCHOR_SHIFT (where one underflows, the term it belongs to is below e^-45). The shift is
     a constant, not the sub-chunk's own decay: an anchor from later gates would let them reach
-    earlier outputs through rounding."""
+    earlier outputs through rounding. The NC anchors are stacked along the contraction
+    (``_anchored_products``): one [BT, NC x BK] @ [NC x BK, BT] product per channel tile for
+    A_qk and one for A_kk. Whether the factored diagonal blocks are exact is decided once per
+    chunk, from its largest span; a chunk past SAFE_SPAN is recomputed with exact diagonal
+    blocks (slower; unbounded gates only)."""
     i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
     in_base = (bos * H + i_h) * D
     chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
     c2 = tl.arange(0, BT)[None, :]
-    block_r = r2 // BC
     rows2 = i_t * BT + r2
     valid2 = rows2 < seq_len
     a_kk = tl.zeros([BT, BT], dtype=tl.float32)
     a_qk = tl.zeros([BT, BT], dtype=tl.float32)
-
+    spans = tl.zeros([BT, BK], dtype=tl.float32)  # running elementwise maximum over channel tiles
     for kd in range(0, D, BK):
-        d2 = kd + tl.arange(0, BK)[None, :]
-        offs2 = in_base + rows2 * H * D + d2
-        load2 = valid2 & (d2 < D)
-        g2 = tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-        G2 = tl.cumsum(g2, axis=0)
-        G_anchor = tl.zeros([BT, BK], dtype=tl.float32)
-        for n in tl.static_range(1, NC):
-            G_anchor = tl.where(block_r == n, tl.sum(tl.where(r2 < n * BC, g2, 0.0), axis=0)[None, :], G_anchor)
-        # The largest decay span inside a sub-chunk of this tile (at its last row): the diagonal
-        # blocks are factored only while e^(+-span / 2) are normal fp32 numbers.
-        span = tl.max(tl.max(G_anchor - G2, axis=1), axis=0)
-        exact = span > SAFE_SPAN
-        to_anchor = tl.exp(G2 - G_anchor + ANCHOR_SHIFT)
-        q_t = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32) * to_anchor * scale
-        k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-        k_t = k2 * to_anchor
-        for n in tl.static_range(NC):
-            a_n = tl.sum(tl.where(r2 < n * BC, g2, 0.0), axis=0)[None, :] - ANCHOR_SHIFT
-            # Past the anchor's sub-chunk, keys are masked (the minimum keeps them finite); with
-            # exact diagonal blocks, the anchor's own sub-chunk too.
-            key_end = tl.where(exact, n * BC, (n + 1) * BC)
-            k_hat = tl.where(r2 < key_end, k2 * tl.exp(tl.minimum(a_n - G2, ANCHOR_SHIFT)), 0.0)
-            rows_n = block_r == n
-            a_qk = tl.dot(tl.where(rows_n, q_t, 0.0), tl.trans(k_hat), acc=a_qk, input_precision=PRECISION)
-            a_kk = tl.dot(tl.where(rows_n, k_t, 0.0), tl.trans(k_hat), acc=a_kk, input_precision=PRECISION)
-        if exact:
-            # Unbounded gates: the diagonal blocks column by column, e^(G_r - G_c) <= 1 formed
-            # directly for each key c, so nothing overflows however strong the decay.
+        a_qk, a_kk, spans = _anchored_products(
+            q_ptr, k_ptr, g_ptr, in_base + rows2 * H * D + kd + tl.arange(0, BK)[None, :],
+            valid2 & (kd + tl.arange(0, BK)[None, :] < D), r2, scale, a_qk, a_kk, spans,
+            BK, BT, BC, NC, False, PRECISION)
+    if tl.max(tl.max(spans, axis=1), axis=0) > SAFE_SPAN:
+        # Unbounded gates: off-diagonal blocks as before (their factors are <= 1 whatever the
+        # gates), diagonal blocks column by column with e^(G_r - G_c) <= 1 formed directly.
+        a_kk = tl.zeros([BT, BT], dtype=tl.float32)
+        a_qk = tl.zeros([BT, BT], dtype=tl.float32)
+        for kd in range(0, D, BK):
+            d2 = kd + tl.arange(0, BK)[None, :]
+            offs2 = in_base + rows2 * H * D + d2
+            load2 = valid2 & (d2 < D)
+            a_qk, a_kk, spans = _anchored_products(
+                q_ptr, k_ptr, g_ptr, offs2, load2, r2, scale, a_qk, a_kk, spans, BK, BT, BC, NC, True, PRECISION)
             q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+            k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+            G2 = tl.cumsum(tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32), axis=0)
             for c in range(BT):
                 here = r2 == c
                 k_c = tl.sum(tl.where(here, k2, 0.0), axis=0)[None, :]  # [1, BK]
                 G_c = tl.sum(tl.where(here, G2, 0.0), axis=0)[None, :]
-                keep = (block_r == c // BC) & (r2 >= c)
+                keep = (r2 // BC == c // BC) & (r2 >= c)
                 decay = tl.where(keep, tl.exp(tl.minimum(G2 - G_c, 0.0)), 0.0)  # [BT, BK]
                 a_kk += tl.where(c2 == c, tl.sum(k2 * k_c * decay, axis=1)[:, None], 0.0)
                 a_qk += tl.where(c2 == c, tl.sum(q2 * k_c * decay, axis=1)[:, None] * scale, 0.0)
@@ -161,6 +152,57 @@ def _intra_kernel(
     tile = (chunk_row0 + r2) * BT + c2
     tl.store(aqk_ptr + tile, tl.where(c2 <= r2, a_qk, 0.0).to(aqk_ptr.dtype.element_ty))
     tl.store(minv_ptr + tile, _unit_lower_inverse(tl.where(c2 < r2, a_kk * b2, 0.0), r2, c2, LOG2_BT, PRECISION))
+
+
+@triton.jit
+def _anchored_products(
+    q_ptr, k_ptr, g_ptr, offs2, load2, r2, scale, a_qk, a_kk, spans,
+    BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    OFF_DIAGONAL_ONLY: tl.constexpr, PRECISION: tl.constexpr,
+):
+    """One channel tile's share of A_qk and A_kk (``_intra_kernel``). Slot n of the stacked
+    operands holds the queries (keys) of sub-chunk n scaled to anchor n, other rows zero, and
+    every key up to the end of n (the start of n when OFF_DIAGONAL_ONLY) scaled from anchor n:
+    the contraction over NC x BK sums each anchor's product. Returns the accumulators and the
+    running maximum of each row's decay since its anchor."""
+    block_r = r2 // BC
+    g2 = tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+    G2 = tl.cumsum(g2, axis=0)
+    a1 = tl.sum(tl.where(r2 < BC, g2, 0.0), axis=0)[None, :]
+    a2 = tl.sum(tl.where(r2 < 2 * BC, g2, 0.0), axis=0)[None, :]
+    a3 = tl.sum(tl.where(r2 < 3 * BC, g2, 0.0), axis=0)[None, :]
+    G_anchor = tl.where(block_r == 1, a1, tl.where(block_r == 2, a2, tl.where(block_r == 3, a3, 0.0)))
+    spans = tl.maximum(spans, G_anchor - G2)
+    to_anchor = tl.exp(G2 - G_anchor + ANCHOR_SHIFT)
+    q_t = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32) * to_anchor * scale
+    k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+    k_t = k2 * to_anchor
+    last: tl.constexpr = 0 if OFF_DIAGONAL_ONLY else 1
+    # Keys past the slot's sub-chunk are zeroed (the minimum keeps the discarded factor finite).
+    kh0 = tl.where(r2 < last * BC, k2 * tl.exp(tl.minimum(-ANCHOR_SHIFT - G2, ANCHOR_SHIFT)), 0.0)
+    if NC == 1:
+        q_s = q_t
+        k_s = k_t
+        kh_s = kh0
+    else:
+        kh1 = tl.where(r2 < (1 + last) * BC, k2 * tl.exp(tl.minimum(a1 - ANCHOR_SHIFT - G2, ANCHOR_SHIFT)), 0.0)
+        if NC == 2:
+            q_s = tl.reshape(tl.join(tl.where(block_r == 0, q_t, 0.0), tl.where(block_r == 1, q_t, 0.0)), [BT, 2 * BK])
+            k_s = tl.reshape(tl.join(tl.where(block_r == 0, k_t, 0.0), tl.where(block_r == 1, k_t, 0.0)), [BT, 2 * BK])
+            kh_s = tl.reshape(tl.join(kh0, kh1), [BT, 2 * BK])
+        else:
+            kh2 = tl.where(r2 < (2 + last) * BC, k2 * tl.exp(tl.minimum(a2 - ANCHOR_SHIFT - G2, ANCHOR_SHIFT)), 0.0)
+            kh3 = tl.where(r2 < (3 + last) * BC, k2 * tl.exp(tl.minimum(a3 - ANCHOR_SHIFT - G2, ANCHOR_SHIFT)), 0.0)
+            q_s = tl.reshape(tl.join(tl.join(tl.where(block_r == 0, q_t, 0.0), tl.where(block_r == 1, q_t, 0.0)),
+                                     tl.join(tl.where(block_r == 2, q_t, 0.0), tl.where(block_r == 3, q_t, 0.0))),
+                             [BT, 4 * BK])
+            k_s = tl.reshape(tl.join(tl.join(tl.where(block_r == 0, k_t, 0.0), tl.where(block_r == 1, k_t, 0.0)),
+                                     tl.join(tl.where(block_r == 2, k_t, 0.0), tl.where(block_r == 3, k_t, 0.0))),
+                             [BT, 4 * BK])
+            kh_s = tl.reshape(tl.join(tl.join(kh0, kh1), tl.join(kh2, kh3)), [BT, 4 * BK])
+    a_qk = tl.dot(q_s, tl.trans(kh_s), acc=a_qk, input_precision=PRECISION)
+    a_kk = tl.dot(k_s, tl.trans(kh_s), acc=a_kk, input_precision=PRECISION)
+    return a_qk, a_kk, spans
 
 
 @triton.jit

@@ -143,11 +143,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--config", help="a JSON file of knob values that replace chunk.CONFIG's (e.g. a sweep's best)")
     parser.add_argument("--no-fla", action="store_true",
                         help="part 1 without FLA (its first call per new head count or dim compiles for about 70 s)")
     args = parser.parse_args()
     out = Path(os.environ.get("OUT", "."))
     results = {}
+    if args.config:
+        from kernels.kda import chunk
+
+        chunk.CONFIG.update(json.loads(Path(args.config).read_text()))
+        results["config"] = dict(chunk.CONFIG)
+        print("CONFIG", json.dumps(chunk.CONFIG), flush=True)
     # Speed first: its four FLA keys are warm sooner than part 1's eight.
     if not args.skip_speed:
         results["speed"] = speed(args.reps)

@@ -30,18 +30,16 @@ os.environ.setdefault("FLA_FLASH_KDA", "0")
 def points(default):
     d = dict(default)
     split = {**d, "prep_variant": "split", "chunk": 64, "prep_block_k": 16, "prep_num_warps": 4,
-             "wy_block_k": 64, "wy_num_warps": 8}
+             "wy_block_k": 64, "wy_num_warps": 8, "scan_num_stages": 3}
     found = {
         "default": d,
-        "split-c64": split,
-        "split-c64-bk32-w8": {**split, "prep_block_k": 32, "prep_num_warps": 8},
-        "split-c64-wy32-w8": {**split, "wy_block_k": 32},
-        "split-c64-s3": {**split, "scan_num_stages": 3},
-        "split-c64-bv16": {**split, "scan_block_v": 16, "scan_num_warps": 4},
-        "split-c64-bv64-w8": {**split, "scan_block_v": 64, "scan_num_warps": 8},
-        "split-c64-bv32-w8": {**split, "scan_num_warps": 8},
-        "split-c32": {**split, "chunk": 32, "wy_num_warps": 4},
-        "split-c64-bk16-w8": {**split, "prep_num_warps": 8},
+        "split-c64-s3": split,
+        "split-c64-bk32-w8-s3": {**split, "prep_block_k": 32, "prep_num_warps": 8},
+        "split-c64-bk16-w8-s3": {**split, "prep_num_warps": 8},
+        "split-c64-s3-bv64-w8": {**split, "scan_block_v": 64, "scan_num_warps": 8},
+        "split-c64-s2": {**split, "scan_num_stages": 2},
+        "split-c32-s3": {**split, "chunk": 32, "wy_num_warps": 4},
+        "flat-c32-s3": {**d, "scan_num_stages": 3},
     }
     return found
 
@@ -157,6 +155,11 @@ def main() -> int:
     log["geomean_vs_safe_gate"] = {n: math.exp(sum(map(math.log, r)) / len(r)) for n, r in ratios.items() if r}
     geomeans = {k: round(v, 3) for k, v in log["geomean_vs_safe_gate"].items()}
     print("geomean (FLA safe-gate, or our default without FLA) / point:", geomeans, flush=True)
+    if geomeans:
+        best = max(geomeans, key=geomeans.get)
+        log["best"] = best
+        (out / "kda_best_point.json").write_text(json.dumps(named[best]))
+        print(f"best {best}: {json.dumps(named[best])}", flush=True)
     (out / "kda_sweep.json").write_text(json.dumps(log, indent=1))
     return 0
 
