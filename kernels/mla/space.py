@@ -38,7 +38,8 @@ KNOBS: dict[str, str] = {
     "sm_count": "programs per wave when choosing the number of splits (132 SMs on an H100/H200)",
     "min_split_tokens": "fewest cached tokens a split may cover",
     "split_overhead_tokens": "what one more split costs, in tokens, when choosing the split count",
-    "partial_dtype": "dtype of the per-split partial outputs",
+    "partial_dtype": "dtype of the per-split partial outputs: float32, or half the bytes (bfloat16; fp16 for fp16 "
+    "inputs)",
     "combine_block_dv": "value channels per program of the combine step",
     "combine_block_s": "splits reduced per step of the combine",
     "combine_num_warps": "warps per program of the combine step",
