@@ -56,7 +56,7 @@ CONFIG = {
     "inter_dtype": "input",
     "scan_block_v": 32,
     "scan_num_warps": 4,
-    "scan_num_stages": 2,
+    "scan_num_stages": 3,
     "scan_precision": "tf32",
 }
 
