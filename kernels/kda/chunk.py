@@ -26,8 +26,9 @@ sub-chunk, a lies in or just before that sub-chunk and after the key, so both fa
 <= 1. Inside a sub-chunk the key factor is at most e^span, span the sub-chunk's decay (at most
 16 x 5 = 80 for gates >= -5), inside fp32. Where a tile's span exceeds ``SAFE_SPAN``
 (unbounded gates: masked gates, strong decay, the Kimi model's -exp(A_log) softplus(.)
-gates), that tile's diagonal blocks are formed column by column with e^(G_r - G_c) <= 1
-directly: slower, exact, never inf. Everything else (off-diagonal blocks, W, U, the scan)
+gates), that tile's diagonal blocks are formed by halving (``_exact_diagonal_blocks``): each
+pair anchored where its two tokens first fall into different halves, every factor <= 1; four
+more products per tile, exact, never inf. Everything else (off-diagonal blocks, W, U, the scan)
 only ever takes e^x with x <= 0. An anchor never lies after the query, so future tokens
 cannot reach earlier outputs. The flat kernel anchors at each sub-chunk's first token, the
 split one just before it.
@@ -61,9 +62,10 @@ CONFIG = {
 }
 
 SUB_CHUNK = 16
+LOG2_SUB_CHUNK = tl.constexpr(4)  # the halving levels of ``_exact_diagonal_blocks``
 # The largest in-sub-chunk decay span (nats) the factored diagonal blocks take: e^84 = 3.0e36 and
 # e^-84 = 3.3e-37 are normal fp32 numbers. Gates >= -5 span at most 80 (16 steps); beyond it a
-# chunk's tile takes the exact column-by-column form (``_prepare_*_kernel``), decided per tile on
+# chunk's tile takes the exact halving form (``_exact_diagonal_blocks``), decided per tile on
 # the GPU: no host synchronisation, no silent inf.
 SAFE_SPAN = tl.constexpr(84.0)  # a global a jitted function reads must be a constexpr instance
 # The split preparation centres its factors: e^(+-SAFE_SPAN / 2) (``_intra_kernel``).
@@ -127,7 +129,7 @@ def _intra_kernel(
             BK, BT, BC, NC, False, PRECISION)
     if tl.max(tl.max(spans, axis=1), axis=0) > SAFE_SPAN:
         # Unbounded gates: off-diagonal blocks as before (their factors are <= 1 whatever the
-        # gates), diagonal blocks column by column with e^(G_r - G_c) <= 1 formed directly.
+        # gates), diagonal blocks by halving (``_exact_diagonal_blocks``): factors <= 1 too.
         a_kk = tl.zeros([BT, BT], dtype=tl.float32)
         a_qk = tl.zeros([BT, BT], dtype=tl.float32)
         for kd in range(0, D, BK):
@@ -136,17 +138,11 @@ def _intra_kernel(
             load2 = valid2 & (d2 < D)
             a_qk, a_kk, spans = _anchored_products(
                 q_ptr, k_ptr, g_ptr, offs2, load2, r2, scale, a_qk, a_kk, spans, BK, BT, BC, NC, True, PRECISION)
-            q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-            k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-            G2 = tl.cumsum(tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32), axis=0)
-            for c in range(BT):
-                here = r2 == c
-                k_c = tl.sum(tl.where(here, k2, 0.0), axis=0)[None, :]  # [1, BK]
-                G_c = tl.sum(tl.where(here, G2, 0.0), axis=0)[None, :]
-                keep = (r2 // BC == c // BC) & (r2 >= c)
-                decay = tl.where(keep, tl.exp(tl.minimum(G2 - G_c, 0.0)), 0.0)  # [BT, BK]
-                a_kk += tl.where(c2 == c, tl.sum(k2 * k_c * decay, axis=1)[:, None], 0.0)
-                a_qk += tl.where(c2 == c, tl.sum(q2 * k_c * decay, axis=1)[:, None] * scale, 0.0)
+            a_qk, a_kk = _exact_diagonal_blocks(
+                tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32),
+                tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32),
+                tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32),
+                r2, c2, scale, a_qk, a_kk, BT, BK, LOG2_SUB_CHUNK, PRECISION)
 
     b2 = tl.load(beta_ptr + bos * H + i_h + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
     tile = (chunk_row0 + r2) * BT + c2
@@ -203,6 +199,37 @@ def _anchored_products(
     a_qk = tl.dot(q_s, tl.trans(kh_s), acc=a_qk, input_precision=PRECISION)
     a_kk = tl.dot(k_s, tl.trans(kh_s), acc=a_kk, input_precision=PRECISION)
     return a_qk, a_kk, spans
+
+
+@triton.jit
+def _exact_diagonal_blocks(q2, k2, g2, r2, c2, scale, a_qk, a_kk,
+                           BT: tl.constexpr, BK: tl.constexpr, LOG2_BC: tl.constexpr, PRECISION: tl.constexpr):
+    """Adds one channel tile's diagonal BC x BC blocks (BC = 2^LOG2_BC) to A_qk [BT, BT] and
+    A_kk [BT, BT], exact for any gates: q2, k2, g2 [BT, BK] fp32 (g2 the raw log-decays).
+
+    A pair r > i first falls into different halves of a block of 2b tokens at one level b
+    (b = 1, 2, ..., BC / 2). Anchored at the last token m of the left half, e^(G_r - G_i) =
+    e^(G_r - G_m) e^(G_m - G_i): the query's factor sums the gates from the right half's start
+    to r, the key's those after i to the end of its half, both <= 0, so neither factor
+    overflows and one that underflows belongs to a term below e^-87. One masked product per
+    level and matrix: 2 log2(BC) products in place of BC^2 exponentials per row."""
+    # r == i: no decay (A_kk's diagonal is never read: M inverts I + strictly lower A_kk).
+    a_qk += tl.where(r2 == c2, tl.sum(q2 * k2, axis=1)[:, None] * scale, 0.0)
+    for level in tl.static_range(LOG2_BC):
+        # Halves of b = 2^level tokens (shifts: a constexpr cannot be rebound in the loop).
+        halves = tl.reshape(g2, [BT >> level, 1 << level, BK])
+        # From the start of the row's half to the row, and from the row to the half's end.
+        since_start = tl.reshape(tl.cumsum(halves, axis=1), [BT, BK])
+        to_end = tl.reshape(tl.cumsum(halves, axis=1, reverse=True), [BT, BK]) - g2
+        right = ((r2 >> level) & 1) == 1  # [BT, 1]
+        to_anchor = tl.exp(since_start)
+        q_f = tl.where(right, q2 * to_anchor * scale, 0.0)
+        k_f = tl.where(right, k2 * to_anchor, 0.0)
+        k_l = tl.where(right, 0.0, k2 * tl.exp(to_end))
+        pair = (r2 >> (level + 1)) == (c2 >> (level + 1))
+        a_qk += tl.where(pair, tl.dot(q_f, tl.trans(k_l), input_precision=PRECISION), 0.0)
+        a_kk += tl.where(pair, tl.dot(k_f, tl.trans(k_l), input_precision=PRECISION), 0.0)
+    return a_qk, a_kk
 
 
 @triton.jit
@@ -322,16 +349,11 @@ def _prepare_flat_kernel(
             a_kk += tl.where(same, tl.dot(k_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
             a_qk += tl.where(same, tl.dot(q_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
         else:
-            # Unbounded gates: the diagonal blocks column by column, with e^(G_r - G_c) <= 1
-            # formed directly for each key c, so nothing overflows however strong the decay.
-            for c in tl.static_range(BT):
-                here = r2 == c
-                k_c = tl.sum(tl.where(here, k2, 0.0), axis=0)[None, :]  # [1, BK]
-                G_c = tl.sum(tl.where(here, G2, 0.0), axis=0)[None, :]
-                keep = (block_r == c // BC) & (r2 >= c)
-                decay = tl.where(keep, tl.exp(tl.minimum(G2 - G_c, 0.0)), 0.0)  # [BT, BK]
-                a_kk += tl.where(c2 == c, tl.sum(k2 * k_c * decay, axis=1)[:, None], 0.0)
-                a_qk += tl.where(c2 == c, tl.sum(q2 * k_c * decay, axis=1)[:, None] * scale, 0.0)
+            # Unbounded gates: the diagonal blocks by halving, every factor <= 1, so nothing
+            # overflows however strong the decay.
+            a_qk, a_kk = _exact_diagonal_blocks(
+                q2, k2, tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32),
+                r2, c2, scale, a_qk, a_kk, BT, BK, LOG2_SUB_CHUNK, PRECISION)
         # Sub-chunk n against every earlier key, anchored at n's first row: factors <= 1.
         for n in tl.static_range(1, NC):
             anchor = tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :]

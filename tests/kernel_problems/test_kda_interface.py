@@ -52,8 +52,11 @@ def variant(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("chunk_size", [32, 64])
 @pytest.mark.parametrize("gates", ["normalizer", "kimi", "masked"])
-def test_unbounded_gates_are_exact_and_finite(variant, gates):
+def test_unbounded_gates_are_exact_and_finite(variant, gates, chunk_size, monkeypatch):
+    # Every halving level of the exact diagonal blocks (1 to 8 tokens) in both chunk sizes.
+    monkeypatch.setitem(chunk.CONFIG, "chunk", chunk_size)
     inputs = fla_style_inputs(1, 70, 2, 32, gates, seed=1)
     if gates != "masked":
         assert float(inputs["g"].min()) < -30  # far outside the bounded problem's -5
