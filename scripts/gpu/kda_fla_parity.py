@@ -143,6 +143,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-correctness", action="store_true",
+                        help="speed only (part 1 needs eight more FLA keys warm: fla_warm.py --scope parity)")
     parser.add_argument("--config", help="a JSON file of knob values that replace chunk.CONFIG's (e.g. a sweep's best)")
     parser.add_argument("--no-fla", action="store_true",
                         help="part 1 without FLA (its first call per new head count or dim compiles for about 70 s)")
@@ -159,6 +161,8 @@ def main() -> int:
     if not args.skip_speed:
         results["speed"] = speed(args.reps)
         (out / "kda_fla_parity.json").write_text(json.dumps(results, indent=2))
+    if args.skip_correctness:
+        return 0
     print("| shape | gates | dtype | g min | ours o | ours state | FLA o | FLA state | FLA refused |")
     print("|---|---|---|---|---|---|---|---|---|")
     results["correctness"] = correctness(with_fla=not args.no_fla)
