@@ -11,7 +11,7 @@ fraction of the roofline on the H200's measured ceilings (``kernels.roofline.MEA
 Without a CUDA GPU the benchmark refuses (exit status 2): interpreter timings say nothing about
 GPU performance, and correctness on the CPU is the judge's and the tests' job.
 
-    python -m kernels.bench mla-decode [--shapes bench|verify|cpu] [--reps N] [--json FILE]
+    python -m kernels.bench mla-decode [--shapes bench|verify|cpu] [--reps N] [--json FILE] [--graph-all]
 """
 
 from __future__ import annotations
@@ -176,10 +176,11 @@ def device_fingerprint() -> dict[str, str]:
 
 
 def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
-                  ours: Callable[..., Any] | None = None) -> dict[str, Any]:
+                  ours: Callable[..., Any] | None = None, graph_all: bool = False) -> dict[str, Any]:
     """Check and time every shape of ``shape_set`` on the current GPU; print the table.
 
     ``ours`` replaces the problem's own kernel (e.g. a rendered point of its search space).
+    ``graph_all`` times every shape under CUDA-graph replay too, not only the launch-bound ones.
     """
     import torch
 
@@ -220,7 +221,7 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
         samples = time_interleaved(timed, input_sets, reps=reps, flusher=flusher)
         ms = {k: (samples[k].median_ms if k in samples else None) for k in providers}
         rows.append(summarize(label, "events", ms, primary, flops, nbytes, floor_ms, samples[OURS].spread))
-        if shape in launch_bound:
+        if graph_all or shape in launch_bound:
             graph_ms = {k: (time_graph_replay(fn, input_sets[0], flusher=flusher).median_ms if k in timed else None)
                         for k, fn in providers.items()}
             rows.append(summarize(label, "graph", graph_ms, primary, flops, nbytes, floor_ms))
@@ -263,7 +264,7 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
 
 
 def run(problem_name: str, shape_set: str = "bench", reps: int = 30, json_path: str | None = None,
-        out: TextIO = sys.stdout) -> int:
+        out: TextIO = sys.stdout, graph_all: bool = False) -> int:
     """Exit status: 0 measured, 1 our kernel failed a check, 2 no GPU here."""
     import torch
 
@@ -280,7 +281,7 @@ def run(problem_name: str, shape_set: str = "bench", reps: int = 30, json_path: 
             file=sys.stderr,
         )
         return EXIT_NO_GPU
-    result = bench_problem(problem, shape_set, reps, out)
+    result = bench_problem(problem, shape_set, reps, out, graph_all=graph_all)
     if json_path:
         with open(json_path, "w") as handle:
             json.dump(result, handle, indent=2)
@@ -292,13 +293,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", default="bench", help="shape set: bench, verify or cpu (default bench)")
     parser.add_argument("--reps", type=int, default=30, help="timed repetitions per provider (default 30)")
     parser.add_argument("--json", dest="json_path", default=None, help="also write the results to this file")
+    parser.add_argument("--graph-all", action="store_true",
+                        help="time every shape under CUDA-graph replay too (default: the launch-bound ones)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels.bench", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return run(args.problem, args.shapes, args.reps, args.json_path)
+    return run(args.problem, args.shapes, args.reps, args.json_path, graph_all=args.graph_all)
 
 
 if __name__ == "__main__":

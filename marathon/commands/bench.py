@@ -64,4 +64,4 @@ def handle(args: argparse.Namespace) -> int:
     if args.problem == "judge":
         return handle_judge(args)
 
-    return run(args.problem, args.shapes, args.reps, args.json_path)
+    return run(args.problem, args.shapes, args.reps, args.json_path, graph_all=args.graph_all)
