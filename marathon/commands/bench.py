@@ -1,5 +1,6 @@
 """``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU.
-``marathon bench judge``: time whole judgements of the seeds, phase by phase (marathon/judge_bench.py)."""
+``marathon bench judge``: time whole judgements of the seeds, phase by phase (marathon/judge_bench.py).
+``marathon bench scale``: a run's evaluation throughput against its worker count (marathon/scale_bench.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     judge.add_argument("--insecure-no-isolation", action="store_true",
                        help="judge without OS isolation where bubblewrap is missing")
 
+    scale = parser.add_argument_group(
+        "marathon bench scale",
+        "With PROBLEM = scale: for each worker count N, one run of --iterations iterations with N candidates "
+        "each on N evaluation workers (one evaluation at a time each), through the real workflow on a Temporal "
+        "dev server, with a timed stand-in evaluator; prints evaluations per hour, efficiency against N x one "
+        "worker, and each worker's busy fraction.")
+    scale.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8], help="worker counts (default 1 2 4 8)")
+    scale.add_argument("--iterations", type=int, default=10, help="iterations per run (default 10)")
+    scale.add_argument("--evaluation-s", type=float, default=5.0, help="seconds each evaluation holds its worker "
+                       "(default 5)")
+    scale.add_argument("--address", default=None, help="an existing Temporal (host:port); default: a dev server")
+
 
 def handle_judge(args: argparse.Namespace) -> int:
     import sys
@@ -58,10 +71,26 @@ def handle_judge(args: argparse.Namespace) -> int:
         return 2
 
 
+def handle_scale(args: argparse.Namespace) -> int:
+    import asyncio
+    import sys
+
+    from marathon.scale_bench import scale
+
+    try:
+        asyncio.run(scale(args.workers, args.iterations, args.evaluation_s, sys.stdout, address=args.address))
+    except ValueError as error:
+        print(f"marathon bench scale: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def handle(args: argparse.Namespace) -> int:
     from kernels.bench import run
 
     if args.problem == "judge":
         return handle_judge(args)
+    if args.problem == "scale":
+        return handle_scale(args)
 
     return run(args.problem, args.shapes, args.reps, args.json_path, graph_all=args.graph_all)
