@@ -3,6 +3,8 @@
     PYTHONPATH=. python3 scripts/gpu/profile_kernels.py [--targets kda:1,32768,32,128 mla:1,64,8192 ...]
         [--point NAME=JSON ...]
 
+Problems: kda, mla (dense decode) and mla-paged (shape B,H,S,page: the paged kernel as committed).
+
 For each target (``problem:shape`` or ``problem@point:shape``), a child process builds bf16
 inputs, calls the kernel until it is compiled and warm, then calls it once between
 cudaProfilerStart and cudaProfilerStop; ``ncu --profile-from-start off`` profiles exactly that
@@ -52,10 +54,14 @@ def child(target: str, points: dict) -> int:
     spec, shape_text = target.split(":")
     problem, _, point_name = spec.partition("@")
     shape = tuple(int(x) for x in shape_text.split(","))
-    fn = _load(problem, points.get(point_name, {}) if point_name else {})
+    if problem == "mla-paged":  # shape B,H,S,page; the committed kernel (its lengths ragged, S down to S/2)
+        from kernels.mla.paged import mla_decode_paged as fn
+        from kernels.mla.paged_definition import make_inputs
+    else:
+        fn = _load(problem, points.get(point_name, {}) if point_name else {})
     if problem == "kda":
         from kernels.kda.definition import make_inputs
-    else:
+    elif problem == "mla":
         from kernels.mla.definition import make_inputs
     inputs = make_inputs(shape, 5, "cuda", "bfloat16")
     for _ in range(3):
