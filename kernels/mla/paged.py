@@ -7,7 +7,8 @@ at slot ``t % P`` of ``kv_cache [num_pages, P, 576]`` (P the page size: 64 as Fl
 
 The same split-KV design as the dense kernel (``decode.py``): program (split, b, head block)
 reads its slice of the request's tokens in tiles of BLOCK_N rows, each row gathered through
-the block table (one page lookup per row; a row's 576 values stay contiguous), attends with
+the block table (one page lookup per row; a row's 576 values stay contiguous; where pages hold
+whole tiles, one lookup per tile and contiguous rows), attends with
 an online softmax and writes a partial; the dense kernel's combine merges the partials. The
 host cannot see the lengths without a synchronisation, so the splits are planned for the
 longest possible request (``max_pages x P`` tokens); a split past a request's end writes an
@@ -68,8 +69,14 @@ def _paged_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         mask_n = offs_n < end
-        page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
-        kv_rows = KV_CACHE + (page * PAGE_SIZE + offs_n % PAGE_SIZE)[:, None] * D_QK
+        if PAGE_SIZE % BLOCK_N == 0:
+            # The tile lies in one page (tiles start at multiples of BLOCK_N): one scalar lookup
+            # and contiguous rows, instead of BLOCK_N lookups and a gathered address per row.
+            page = tl.load(table + n0 // PAGE_SIZE).to(tl.int64)
+            kv_rows = KV_CACHE + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N))[:, None] * D_QK
+        else:
+            page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
+            kv_rows = KV_CACHE + (page * PAGE_SIZE + offs_n % PAGE_SIZE)[:, None] * D_QK
         lat = tl.load(kv_rows + offs_c[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 512]: K and V
         rope = tl.load(kv_rows + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)
         s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)

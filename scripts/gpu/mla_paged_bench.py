@@ -2,9 +2,12 @@
 densely and in a paged cache of page size 64 (FlashMLA's) and 1 (SGLang's Triton path), pages
 shuffled; errors against float64 and times side by side (L2 flushed, events and the wall clock,
 medians), plus CUDA-graph replay. Ragged lengths: each request its own length, drawn in
-[S/2, S] (and S itself for the first).
+[S/2, S] (and S itself for the first); "p64 full" is page size 64 with every request of length S,
+the dense kernel's work exactly (the like-for-like ratio). ``--before FILE`` also times another
+paged module's ``mla_decode_paged`` (e.g. the previous commit's, from ``git show``) at page 64.
 
-Usage: python3 scripts/gpu/mla_paged_bench.py [--reps 30]. Writes mla_paged_bench.json to $OUT.
+Usage: python3 scripts/gpu/mla_paged_bench.py [--reps 30] [--before FILE]. Writes
+mla_paged_bench.json to $OUT.
 """
 
 from __future__ import annotations
@@ -31,12 +34,20 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--before", help="a paged module's source file, timed at page 64 as 'before'")
     args = parser.parse_args()
+    before = None
+    if args.before:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("paged_before", args.before)
+        before = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(before)
     flusher = timing.L2Flusher()
     rows = []
     print("| B,H,S | dense µs | paged 64 µs | paged 1 µs | paged 64 / dense | paged 1 / dense | graph dense | "
-          "graph p64 | graph p1 | err p64 | err p1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "graph p64 | graph p1 | graph p64 full | graph p64 full / dense | graph p64 before | err p64 | err p1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for batch, heads, seq in SHAPES:
         inputs = make_inputs((batch, heads, seq), seed=5, device="cuda", dtype="bfloat16")
         q, kv, scale = inputs["q"], inputs["kv"], inputs["scale"]
@@ -58,6 +69,12 @@ def main() -> int:
                 errors[page_size] = float((out.double() - paged_reference(q, cache, table, lengths, scale).double())
                                           .norm() / out.double().norm())
             providers[f"paged{page_size}"] = (lambda c=cache, t=table: mla_decode_paged(q, c, t, lengths, scale))
+            if page_size == 64:
+                full = torch.full_like(lengths, seq)
+                providers["paged64full"] = (lambda c=cache, t=table: mla_decode_paged(q, c, t, full, scale))
+                if before is not None:
+                    providers["paged64before"] = (
+                        lambda c=cache, t=table: before.mla_decode_paged(q, c, t, lengths, scale))
         samples = timing.time_interleaved({k: (lambda f=f: f()) for k, f in providers.items()}, [{}],
                                           reps=args.reps, warmup=3, flusher=flusher)
         med = {k: v.summary()["median_ms"] * 1e3 for k, v in samples.items()}
@@ -73,9 +90,14 @@ def main() -> int:
         def show(x):
             return f"{x:.1f}" if isinstance(x, float) else str(x)
 
+        def ratio(x, y):
+            return f"{x / y:.2f}" if isinstance(x, float) and isinstance(y, float) else "-"
+
         print(f"| {batch},{heads},{seq} | {med['dense']:.1f} | {med['paged64']:.1f} | {med['paged1']:.1f} | "
               f"{med['paged64'] / med['dense']:.2f} | {med['paged1'] / med['dense']:.2f} | {show(graph['dense'])} | "
-              f"{show(graph['paged64'])} | {show(graph['paged1'])} | {errors.get(64, float('nan')):.1e} | "
+              f"{show(graph['paged64'])} | {show(graph['paged1'])} | {show(graph['paged64full'])} | "
+              f"{ratio(graph['paged64full'], graph['dense'])} | {show(graph.get('paged64before', '-'))} | "
+              f"{errors.get(64, float('nan')):.1e} | "
               f"{errors.get(1, float('nan')):.1e} |", flush=True)
         torch.cuda.empty_cache()
     out = Path(os.environ.get("OUT", "."))

@@ -32,8 +32,11 @@ def paged_inputs(lengths, page_size, heads=4, seed=0, spare_pages=3):
     return q, kv_cache, block_table.to(torch.int32).contiguous(), torch.tensor(lengths, dtype=torch.int32)
 
 
-@pytest.mark.parametrize("page_size,lengths", [(64, [1, 100, 300]), (1, [5, 1, 77]), (16, [33, 64, 129])],
-                         ids=["page64", "page1", "page16"])
+# Page sizes that hold whole tiles (64, 128: one lookup per tile, at offsets 0 and 64 of a page)
+# and those that do not (1, 16: a lookup per row).
+@pytest.mark.parametrize("page_size,lengths", [(64, [1, 100, 300]), (128, [1, 100, 300]), (1, [5, 1, 77]),
+                                               (16, [33, 64, 129])],
+                         ids=["page64", "page128", "page1", "page16"])
 def test_paged_matches_the_reference_through_the_pages(page_size, lengths):
     q, kv_cache, block_table, seqlens = paged_inputs(lengths, page_size)
     out = mla_decode_paged(q, kv_cache, block_table, seqlens, SCALE)
