@@ -140,7 +140,10 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
     plan = split_plan(batch, heads, max_pages * page_size)
     num_splits = plan["num_splits"]
     out = torch.empty((batch, heads, D_LATENT), dtype=q.dtype, device=q.device)
-    o_part = torch.empty((batch, heads, num_splits, D_LATENT), dtype=_partial_dtype(q.dtype), device=q.device)
+    # One split: its partial (zeros for a request of length 0) is the output, in out's layout.
+    direct = num_splits == 1
+    o_part = out if direct else torch.empty((batch, heads, num_splits, D_LATENT), dtype=_partial_dtype(q.dtype),
+                                            device=q.device)
     lse_part = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=q.device)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     _paged_split_kernel[(num_splits, batch, plan["head_blocks"])](
@@ -150,6 +153,8 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
         BLOCK_N=CONFIG["block_n"], INPUT_PRECISION=precision,
         num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
     )
+    if direct:
+        return out
     splits_p2 = triton.next_power_of_2(num_splits)
     block_dv = CONFIG["combine_block_dv"]
     _mla_combine_kernel[(batch * heads, D_LATENT // block_dv)](

@@ -91,6 +91,19 @@ def test_kernel_writes_every_output_and_reads_every_split():
     assert rel_rms(out, reference(**inputs)) < TOL32
 
 
+def test_one_split_writes_the_output_itself_and_never_touches_the_partials():
+    inputs = make_inputs((2, 3, 60), seed=6, dtype="float32")
+    plan = split_plan(2, 3, 60)
+    assert plan["num_splits"] == 1
+    out = torch.full((2, 3, 512), float("nan"))
+    o_part = torch.full((2, 3, 1, 512), float("nan"))
+    lse_part = torch.full((2, 3, 1), float("nan"))
+    mla_decode_into(inputs["q"], inputs["kv"], inputs["scale"], out, o_part, lse_part, plan)
+    assert torch.isnan(o_part).all()  # the combine's copy is skipped
+    assert rel_rms(out, reference(**inputs)) < TOL32
+    assert rel_rms(mla_decode(**inputs), reference(**inputs)) < TOL32
+
+
 def test_fused_kernel_with_one_program_combines_and_leaves_the_barrier_reset():
     # The interpreter runs programs one at a time, so only a one-program grid can pass the
     # barrier here; bigger grids of the fused kernel are checked on the GPU.
