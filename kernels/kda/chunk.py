@@ -10,9 +10,12 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
 
 1. The preparation, all chunks in parallel: G, A_qk, the triangular inverse M, W, U, and the
    decayed q and k the scan needs. Two variants (``prep_variant``):
-   - "flat": one kernel per (chunk, batch x head), ``_prepare_flat_kernel``. It holds A_kk,
-     A_qk, M and the W/U tiles at once: 255 registers and spills on an H200 (Triton 3.6,
-     ncu 2026-12-03: 3.08 ms of 4.77 at B=1, T=32768, H=32, tensor pipe 6 %).
+   - "flat": one program per (chunk, batch x head) holds A_kk, A_qk, M and the W/U tiles at
+     once, in two passes. ``_prepare_flat_kernel`` factors the diagonal blocks (141 registers
+     on an H200, Triton 3.6) and flags the chunks whose span passes SAFE_SPAN, stopping after
+     their first channel tile where it can; ``_prepare_exact_kernel`` redoes only those, with
+     exact diagonal blocks (255 registers). With both in one kernel the fast path had 255
+     registers and spilled, and the whole forward was 12 % slower on bounded gates.
    - "split": ``_intra_kernel`` per (chunk, batch x head) writes A_qk and M (fp32), then
      ``_wy_kernel`` per (chunk, batch x head, channel tile) writes W, U, qg, kg: each kernel
      holds half as much, and the second has D / BK times the programs.
@@ -24,9 +27,10 @@ Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, with
 sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). For keys before the query's
 sub-chunk, a lies in or just before that sub-chunk and after the key, so both factors are
 <= 1. Inside a sub-chunk the key factor is at most e^span, span the sub-chunk's decay (at most
-16 x 5 = 80 for gates >= -5), inside fp32. Where a tile's span exceeds ``SAFE_SPAN``
-(unbounded gates: masked gates, strong decay, the Kimi model's -exp(A_log) softplus(.)
-gates), that tile's diagonal blocks are formed by halving (``_exact_diagonal_blocks``): each
+16 x 5 = 80 for gates >= -5), inside fp32. Where a span exceeds ``SAFE_SPAN`` (unbounded
+gates: masked gates, strong decay, the Kimi model's -exp(A_log) softplus(.) gates), the
+diagonal blocks are formed by halving (``_exact_diagonal_blocks``; the flat variant's exact
+pass for the whole chunk, the split variant per tile): each
 pair anchored where its two tokens first fall into different halves, every factor <= 1; four
 more products per tile, exact, never inf. Everything else (off-diagonal blocks, W, U, the scan)
 only ever takes e^x with x <= 0. An anchor never lies after the query, so future tokens
@@ -78,6 +82,14 @@ def _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN: 
     sequences, head i_h, chunk index in its sequence i_t, first token row bos, sequence length)."""
     i_c = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
+    i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
+    return i_c, i_h, i_t, bos, seq_len
+
+
+@triton.jit
+def _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN: tl.constexpr):
+    """Chunk i_c (int64, over all sequences): its index in its sequence i_t, the sequence's first
+    token row bos and its length."""
     if IS_VARLEN:
         i_n = tl.load(chunk_seq_ptr + i_c).to(tl.int64)
         i_t = tl.load(chunk_local_ptr + i_c).to(tl.int64)
@@ -88,7 +100,7 @@ def _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN: 
         i_t = i_c % NTS
         bos = i_n * T
         seq_len = T + 0 * i_n
-    return i_c, i_h, i_t, bos, seq_len
+    return i_t, bos, seq_len
 
 
 # Lengths and head counts vary per call: not specialized, so one compile serves every shape.
@@ -306,72 +318,137 @@ def _store_scan_inputs(
 def _prepare_flat_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    cu_ptr, chunk_seq_ptr, chunk_local_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_queue_ptr, exact_count_ptr,
     scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
     LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    """The same outputs as ``_prepare_kernel`` from 2D tiles only: each anchor gets its own
-    [BT, BK] @ [BK, BT] product (NC-fold redundant work on the tensor cores instead of 3D and
-    4D layouts), and M = (I + A)^-1 = prod_k (I + (-A)^(2^k)), exact because A^BT = 0."""
-    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    """The flat preparation's first pass, one program per (chunk, head): the factored diagonal
+    blocks. A chunk whose decay span passes SAFE_SPAN stores nothing and is queued (its index
+    i_c x H + i_h appended to exact_queue, exact_count counting) for ``_prepare_exact_kernel``."""
+    i_c = tl.program_id(0).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    exceeded = _prepare_flat_chunk(
+        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
+        cu_ptr, chunk_seq_ptr, chunk_local_ptr, i_c, i_h, scale, T, NT, NTS, H,
+        D, BK, BT, BC, NC, LOG2_BT, PRECISION, IS_VARLEN, False)
+    if exceeded != 0:
+        slot = tl.atomic_add(exact_count_ptr, 1)
+        tl.store(exact_queue_ptr + slot, (i_c * H + i_h).to(tl.int32))
+
+
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
+def _prepare_exact_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_queue_ptr, exact_count_ptr,
+    scale, T, NT, NTS, H,
+    D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    """The flat preparation's second pass: the chunks the first queued, with exact diagonal
+    blocks (``_exact_diagonal_blocks``), shared among a fixed grid of programs. With bounded
+    gates the queue is empty and every program returns at once."""
+    count = tl.load(exact_count_ptr)
+    for item in range(tl.program_id(0), count, tl.num_programs(0)):
+        job = tl.load(exact_queue_ptr + item).to(tl.int64)
+        _prepare_flat_chunk(
+            q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
+            cu_ptr, chunk_seq_ptr, chunk_local_ptr, job // H, job % H, scale, T, NT, NTS, H,
+            D, BK, BT, BC, NC, LOG2_BT, PRECISION, IS_VARLEN, True)
+
+
+@triton.jit
+def _prepare_flat_chunk(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr, i_c, i_h,
+    scale, T, NT, NTS, H,
+    D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr, EXACT: tl.constexpr,
+):
+    """All the scan's inputs for chunk i_c of head i_h from 2D tiles only (``_flat_tile``), and
+    M = (I + A)^-1 = prod_k (I + (-A)^(2^k)), exact because A^BT = 0.
+
+    EXACT False: the diagonal blocks factored around each sub-chunk's first row (fast; exact
+    while the span stays within SAFE_SPAN). Returns 1 where a channel tile's span passes it:
+    then nothing is stored, and where the first tile already passes it (gates like the Kimi
+    model's) the other tiles are skipped. EXACT True: the diagonal blocks by halving, exact for
+    any gates; returns 0. Two kernels rather than one branch: the halving code in the same
+    kernel held the fast path at 255 registers (141 without it on the H200) and cost 12 %
+    of the whole forward on bounded gates."""
+    i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
     in_base = (bos * H + i_h) * D
     chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
     c2 = tl.arange(0, BT)[None, :]
-    block_r = r2 // BC
-    block_c = c2 // BC
     rows2 = i_t * BT + r2
     valid2 = rows2 < seq_len
     a_kk = tl.zeros([BT, BT], dtype=tl.float32)
     a_qk = tl.zeros([BT, BT], dtype=tl.float32)
+    exceeded = tl.zeros([], dtype=tl.int32)
+    a_qk, a_kk, exceeded = _flat_tile(q_ptr, k_ptr, g_ptr, in_base, H * D, rows2, valid2, r2, c2, 0, scale,
+                                      a_qk, a_kk, exceeded, D, BK, BT, BC, NC, PRECISION, EXACT)
+    # A loop bound, not a branch (a branch around the loop costs the fast path registers).
+    for kd in range(BK, D - exceeded * (D - BK), BK):
+        a_qk, a_kk, exceeded = _flat_tile(q_ptr, k_ptr, g_ptr, in_base, H * D, rows2, valid2, r2, c2, kd, scale,
+                                          a_qk, a_kk, exceeded, D, BK, BT, BC, NC, PRECISION, EXACT)
+    if exceeded == 0:
+        b2 = tl.load(beta_ptr + bos * H + i_h + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
+        a_qk = tl.where(c2 <= r2, a_qk, 0.0)
+        tl.store(aqk_ptr + (chunk_row0 + r2) * BT + c2, a_qk.to(aqk_ptr.dtype.element_ty))
+        m_inv = _unit_lower_inverse(tl.where(c2 < r2, a_kk * b2, 0.0), r2, c2, LOG2_BT, PRECISION)
+        _store_scan_inputs(
+            m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
+            in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION,
+        )
+    return exceeded
 
-    for kd in range(0, D, BK):
-        d2 = kd + tl.arange(0, BK)[None, :]
-        offs2 = in_base + rows2 * H * D + d2
-        load2 = valid2 & (d2 < D)
-        q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-        k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
-        G2 = tl.cumsum(tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32), axis=0)
-        # Each row's anchor: the first row of its sub-chunk.
-        G_anchor = tl.zeros([BT, BK], dtype=tl.float32)
-        for n in tl.static_range(NC):
-            G_anchor = tl.where(block_r == n, tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :], G_anchor)
-        to_anchor = tl.exp(G2 - G_anchor)  # <= 1
-        q_t = q2 * to_anchor * scale
-        k_t = k2 * to_anchor
-        # The largest decay span inside a sub-chunk of this tile: the factored diagonal blocks
-        # are exact only while e^span and e^-span are normal fp32 numbers.
-        span = tl.max(tl.max(G_anchor - G2, axis=1), axis=0)
-        if span <= SAFE_SPAN:
-            k_hat = k2 * tl.exp(G_anchor - G2)  # >= 1, at most e^span
-            same = block_r == block_c
-            a_kk += tl.where(same, tl.dot(k_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
-            a_qk += tl.where(same, tl.dot(q_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
-        else:
-            # Unbounded gates: the diagonal blocks by halving, every factor <= 1, so nothing
-            # overflows however strong the decay.
-            a_qk, a_kk = _exact_diagonal_blocks(
-                q2, k2, tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32),
-                r2, c2, scale, a_qk, a_kk, BT, BK, LOG2_SUB_CHUNK, PRECISION)
-        # Sub-chunk n against every earlier key, anchored at n's first row: factors <= 1.
-        for n in tl.static_range(1, NC):
-            anchor = tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :]
-            # Rows at or after the anchor are masked out; the minimum keeps their (unused) factor finite.
-            k_f = tl.where(r2 < n * BC, k2 * tl.exp(tl.minimum(anchor - G2, 0.0)), 0.0)
-            rows_n = (block_r == n) & (c2 < n * BC)
-            a_kk += tl.where(rows_n, tl.dot(k_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
-            a_qk += tl.where(rows_n, tl.dot(q_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
 
-    beta_base = bos * H + i_h
-    b2 = tl.load(beta_ptr + beta_base + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
-    a_qk = tl.where(c2 <= r2, a_qk, 0.0)
-    tl.store(aqk_ptr + (chunk_row0 + r2) * BT + c2, a_qk.to(aqk_ptr.dtype.element_ty))
-    m_inv = _unit_lower_inverse(tl.where(c2 < r2, a_kk * b2, 0.0), r2, c2, LOG2_BT, PRECISION)
-    _store_scan_inputs(
-        m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-        in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION,
-    )
+@triton.jit
+def _flat_tile(q_ptr, k_ptr, g_ptr, in_base, row_stride, rows2, valid2, r2, c2, kd, scale, a_qk, a_kk, exceeded,
+               D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+               PRECISION: tl.constexpr, EXACT: tl.constexpr):
+    """Channels [kd, kd + BK)'s share of A_qk and A_kk [BT, BT]: each anchor its own
+    [BT, BK] @ [BK, BT] product (NC-fold redundant work on the tensor cores instead of 3D and 4D
+    layouts). Returns them and ``exceeded`` (EXACT False: raised to 1 where this tile's decay
+    span inside a sub-chunk passes SAFE_SPAN; the products may then hold inf and are not used)."""
+    block_r = r2 // BC
+    block_c = c2 // BC
+    d2 = kd + tl.arange(0, BK)[None, :]
+    offs2 = in_base + rows2 * row_stride + d2
+    load2 = valid2 & (d2 < D)
+    q2 = tl.load(q_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+    k2 = tl.load(k_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+    g2 = tl.load(g_ptr + offs2, mask=load2, other=0.0).to(tl.float32)
+    G2 = tl.cumsum(g2, axis=0)
+    # Each row's anchor: the first row of its sub-chunk.
+    G_anchor = tl.zeros([BT, BK], dtype=tl.float32)
+    for n in tl.static_range(NC):
+        G_anchor = tl.where(block_r == n, tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :], G_anchor)
+    to_anchor = tl.exp(G2 - G_anchor)  # <= 1
+    q_t = q2 * to_anchor * scale
+    k_t = k2 * to_anchor
+    if EXACT:
+        # Diagonal blocks by halving: every factor <= 1, whatever the decay.
+        a_qk, a_kk = _exact_diagonal_blocks(q2, k2, g2, r2, c2, scale, a_qk, a_kk, BT, BK, LOG2_SUB_CHUNK, PRECISION)
+    else:
+        # The largest decay span inside a sub-chunk: the factored diagonal blocks are exact only
+        # while e^span and e^-span are normal fp32 numbers.
+        exceeded = tl.maximum(exceeded, (tl.max(tl.max(G_anchor - G2, axis=1), axis=0) > SAFE_SPAN).to(tl.int32))
+        k_hat = k2 * tl.exp(G_anchor - G2)  # >= 1, at most e^span
+        same = block_r == block_c
+        a_kk += tl.where(same, tl.dot(k_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
+        a_qk += tl.where(same, tl.dot(q_t, tl.trans(k_hat), input_precision=PRECISION), 0.0)
+    # Sub-chunk n against every earlier key, anchored at n's first row: factors <= 1.
+    for n in tl.static_range(1, NC):
+        anchor = tl.sum(tl.where(r2 == n * BC, G2, 0.0), axis=0)[None, :]
+        # Rows at or after the anchor are masked out; the minimum keeps their (unused) factor finite.
+        k_f = tl.where(r2 < n * BC, k2 * tl.exp(tl.minimum(anchor - G2, 0.0)), 0.0)
+        rows_n = (block_r == n) & (c2 < n * BC)
+        a_kk += tl.where(rows_n, tl.dot(k_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
+        a_qk += tl.where(rows_n, tl.dot(q_t, tl.trans(k_f), input_precision=PRECISION), 0.0)
+    return a_qk, a_kk, exceeded
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
@@ -487,6 +564,14 @@ def _padded_dim(dim: int) -> int:
     return max(16, triton.next_power_of_2(dim))
 
 
+def _exact_programs(device: torch.device) -> int:
+    """The exact pass's grid: enough programs to fill the GPU when every chunk is queued
+    (8 per SM), few where nothing is (each then only reads the queue's length)."""
+    if device.type != "cuda":
+        return 4
+    return 8 * torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _prepare(q, k, v, g, beta, scale, layout):
     """Launch the preparation kernel; returns the intermediates the scan reads."""
     _, seq, heads, dim = q.shape
@@ -513,9 +598,15 @@ def _prepare(q, k, v, g, beta, scale, layout):
     log2_chunk = chunk.bit_length() - 1
     precision = CONFIG["prep_precision"]
     if CONFIG["prep_variant"] == "flat":
-        _prepare_flat_kernel[grid](
-            *buffers, **shape_args, LOG2_BT=log2_chunk, PRECISION=precision, IS_VARLEN=layout.varlen, **launch_args
-        )
+        # The first pass queues the chunks its factored form cannot take (unbounded gates); the
+        # second redoes just those, exactly. No host synchronisation: the queue's length stays
+        # on the GPU, and the second pass's fixed grid reads it.
+        queue = torch.empty(layout.chunks * heads, dtype=torch.int32, device=q.device)
+        count = torch.zeros(1, dtype=torch.int32, device=q.device)
+        passes = dict(**shape_args, LOG2_BT=log2_chunk, PRECISION=precision, IS_VARLEN=layout.varlen, **launch_args)
+        flat_buffers = (*buffers[:14], queue, count, *buffers[14:])
+        _prepare_flat_kernel[grid](*flat_buffers, **passes)
+        _prepare_exact_kernel[(min(layout.chunks * heads, _exact_programs(q.device)),)](*flat_buffers, **passes)
         return intermediates
     # "split": A_qk and M to memory, then W, U, qg, kg per channel tile.
     m_inv = torch.empty(*rows, chunk, dtype=torch.float32, device=q.device)

@@ -15,16 +15,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 INT_POINTERS = {"cu_ptr", "chunk_seq_ptr", "chunk_local_ptr", "chunk_offsets_ptr", "BLOCK_TABLE", "CACHE_SEQLENS",
-                "SYNC"}
+                "SYNC", "exact_queue_ptr", "exact_count_ptr"}
 FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART", "minv_ptr"}
 # The MLA kernels name their pointers in capitals; kda's capitals (T, H, NT, NTS) are sizes.
 DATA_POINTERS = {"Q", "KV", "KV_CACHE", "O_PART", "OUT"}
 FLOATS = {"scale", "qk_scale_log2"}
 
 
-def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> int:
+def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
     """Compile JITFunction ``fn`` for sm_90, its other parameters typed by name (bf16 data,
-    int32 tables, fp32 partials and states, fp32 scales, int32 sizes); returns the cubin's bytes."""
+    int32 tables, fp32 partials and states, fp32 scales, int32 sizes); returns the cubin."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -46,7 +46,28 @@ def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> int:
     source = ASTSource(fn=fn, signature=signature,
                        constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    return len(compiled.asm["cubin"])
+    return compiled.asm["cubin"]
+
+
+def resource_usage(cubin: bytes) -> str:
+    """ptxas's registers, stack (spills) and shared memory of a cubin, from the cuobjdump that
+    ships with Triton ("" where it cannot be read): what limits occupancy, seen without a GPU."""
+    import subprocess
+    import tempfile
+
+    import triton
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        try:
+            text = subprocess.run([str(tool), "-res-usage", file.name], capture_output=True, text=True,
+                                  timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    found = [line.strip() for line in text.splitlines() if "REG:" in line]
+    return " ".join(found[0].split()[:3]) if found else ""
 
 
 def cases():
@@ -56,6 +77,7 @@ def cases():
     for varlen in (False, True):
         prep = dict(D=128, BK=16, BT=32, BC=16, NC=2, PRECISION="tf32", IS_VARLEN=varlen)
         yield f"kda prepare (flat), varlen={varlen}", chunk._prepare_flat_kernel, {**prep, "LOG2_BT": 5}, 2
+        yield f"kda prepare (flat, exact pass), varlen={varlen}", chunk._prepare_exact_kernel, {**prep, "LOG2_BT": 5}, 2
         yield f"kda prepare (split, intra), varlen={varlen}", chunk._intra_kernel, {**prep, "LOG2_BT": 5}, 2
         yield (f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel,
                dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen), 4)
@@ -76,7 +98,8 @@ def main() -> int:
     failed = 0
     for label, fn, constexprs, warps in cases():
         try:
-            print(f"ok   {label}: {compile_for_hopper(fn, constexprs, warps)} bytes of sm_90 cubin", flush=True)
+            cubin = compile_for_hopper(fn, constexprs, warps)
+            print(f"ok   {label}: {len(cubin)} bytes of sm_90 cubin, {resource_usage(cubin)}", flush=True)
         except Exception:
             failed += 1
             print(f"FAIL {label}:\n{traceback.format_exc()[-3000:]}", flush=True)

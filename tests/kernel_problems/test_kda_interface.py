@@ -67,6 +67,21 @@ def test_unbounded_gates_are_exact_and_finite(variant, gates, chunk_size, monkey
     assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
 
 
+def test_chunks_past_the_bound_and_within_it_in_one_call(variant):
+    # The flat preparation's first pass takes the bounded chunks and flags the others, which its
+    # exact pass redoes: here head 0's second and fourth chunks (of 32) and all of head 1's.
+    inputs = fla_style_inputs(1, 128, 2, 32, "normalizer", seed=5)
+    g = inputs["g"].clamp(min=-5.0)
+    g[0, 40:50, 0] = inputs["g"][0, 40:50, 0].clamp(max=-12.0)  # span > 84 inside one sub-chunk
+    g[0, 100:110, 0] = -20.0
+    g[0, :, 1] = inputs["g"][0, :, 1] * 2
+    inputs["g"] = g
+    out, final = kda_forward(**inputs, output_final_state=True)
+    ref, ref_final = kda_reference(**inputs, output_final_state=True)
+    assert torch.isfinite(out).all() and torch.isfinite(final).all()
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+
+
 @pytest.mark.parametrize("dim", [60, 100])
 def test_head_dims_that_are_not_powers_of_two(variant, dim):
     inputs = fla_style_inputs(2, 37, 1, dim, "kimi", seed=3)
