@@ -14,7 +14,7 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
      once, in two passes. ``_prepare_flat_kernel`` factors the diagonal blocks (141 registers
      on an H200, Triton 3.6) and flags the chunks whose span passes SAFE_SPAN, stopping after
      their first channel tile where it can; ``_prepare_exact_kernel`` redoes only those, with
-     exact diagonal blocks (255 registers). With both in one kernel the fast path had 255
+     exact diagonal blocks (240 registers). With both in one kernel the fast path had 255
      registers and spilled, and the whole forward was 12 % slower on bounded gates.
    - "split": ``_intra_kernel`` per (chunk, batch x head) writes A_qk and M (fp32), then
      ``_wy_kernel`` per (chunk, batch x head, channel tile) writes W, U, qg, kg: each kernel
@@ -318,43 +318,42 @@ def _store_scan_inputs(
 def _prepare_flat_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_queue_ptr, exact_count_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_flags_ptr,
     scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
     LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
     """The flat preparation's first pass, one program per (chunk, head): the factored diagonal
-    blocks. A chunk whose decay span passes SAFE_SPAN stores nothing and is queued (its index
-    i_c x H + i_h appended to exact_queue, exact_count counting) for ``_prepare_exact_kernel``."""
+    blocks. A chunk whose decay span passes SAFE_SPAN stores nothing and is flagged
+    (exact_flags[i_c x H + i_h] = 1, else 0) for ``_prepare_exact_kernel``."""
     i_c = tl.program_id(0).to(tl.int64)
     i_h = tl.program_id(1).to(tl.int64)
     exceeded = _prepare_flat_chunk(
         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
         cu_ptr, chunk_seq_ptr, chunk_local_ptr, i_c, i_h, scale, T, NT, NTS, H,
         D, BK, BT, BC, NC, LOG2_BT, PRECISION, IS_VARLEN, False)
-    if exceeded != 0:
-        slot = tl.atomic_add(exact_count_ptr, 1)
-        tl.store(exact_queue_ptr + slot, (i_c * H + i_h).to(tl.int32))
+    tl.store(exact_flags_ptr + i_c * H + i_h, exceeded)
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _prepare_exact_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_queue_ptr, exact_count_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr, exact_flags_ptr,
     scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
     LOG2_BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
 ):
-    """The flat preparation's second pass: the chunks the first queued, with exact diagonal
-    blocks (``_exact_diagonal_blocks``), shared among a fixed grid of programs. With bounded
-    gates the queue is empty and every program returns at once."""
-    count = tl.load(exact_count_ptr)
-    for item in range(tl.program_id(0), count, tl.num_programs(0)):
-        job = tl.load(exact_queue_ptr + item).to(tl.int64)
+    """The flat preparation's second pass, on the first one's grid: the chunks it flagged, with
+    exact diagonal blocks (``_exact_diagonal_blocks``). With bounded gates nothing is flagged
+    and every program returns after one load. (A fixed grid working through a queue of the
+    flagged chunks spilled registers and was 5 % slower on Kimi gates.)"""
+    i_c = tl.program_id(0).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    if tl.load(exact_flags_ptr + i_c * H + i_h) != 0:
         _prepare_flat_chunk(
             q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr,
-            cu_ptr, chunk_seq_ptr, chunk_local_ptr, job // H, job % H, scale, T, NT, NTS, H,
+            cu_ptr, chunk_seq_ptr, chunk_local_ptr, i_c, i_h, scale, T, NT, NTS, H,
             D, BK, BT, BC, NC, LOG2_BT, PRECISION, IS_VARLEN, True)
 
 
@@ -564,14 +563,6 @@ def _padded_dim(dim: int) -> int:
     return max(16, triton.next_power_of_2(dim))
 
 
-def _exact_programs(device: torch.device) -> int:
-    """The exact pass's grid: enough programs to fill the GPU when every chunk is queued
-    (8 per SM), few where nothing is (each then only reads the queue's length)."""
-    if device.type != "cuda":
-        return 4
-    return 8 * torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _prepare(q, k, v, g, beta, scale, layout):
     """Launch the preparation kernel; returns the intermediates the scan reads."""
     _, seq, heads, dim = q.shape
@@ -598,15 +589,13 @@ def _prepare(q, k, v, g, beta, scale, layout):
     log2_chunk = chunk.bit_length() - 1
     precision = CONFIG["prep_precision"]
     if CONFIG["prep_variant"] == "flat":
-        # The first pass queues the chunks its factored form cannot take (unbounded gates); the
-        # second redoes just those, exactly. No host synchronisation: the queue's length stays
-        # on the GPU, and the second pass's fixed grid reads it.
-        queue = torch.empty(layout.chunks * heads, dtype=torch.int32, device=q.device)
-        count = torch.zeros(1, dtype=torch.int32, device=q.device)
+        # The first pass flags the chunks its factored form cannot take (unbounded gates); the
+        # second redoes just those, exactly. No host synchronisation: the flags stay on the GPU.
+        flags = torch.empty(layout.chunks * heads, dtype=torch.int32, device=q.device)
         passes = dict(**shape_args, LOG2_BT=log2_chunk, PRECISION=precision, IS_VARLEN=layout.varlen, **launch_args)
-        flat_buffers = (*buffers[:14], queue, count, *buffers[14:])
+        flat_buffers = (*buffers[:14], flags, *buffers[14:])
         _prepare_flat_kernel[grid](*flat_buffers, **passes)
-        _prepare_exact_kernel[(min(layout.chunks * heads, _exact_programs(q.device)),)](*flat_buffers, **passes)
+        _prepare_exact_kernel[grid](*flat_buffers, **passes)
         return intermediates
     # "split": A_qk and M to memory, then W, U, qg, kg per channel tile.
     m_inv = torch.empty(*rows, chunk, dtype=torch.float32, device=q.device)

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 INT_POINTERS = {"cu_ptr", "chunk_seq_ptr", "chunk_local_ptr", "chunk_offsets_ptr", "BLOCK_TABLE", "CACHE_SEQLENS",
-                "SYNC", "exact_queue_ptr", "exact_count_ptr"}
+                "SYNC", "exact_flags_ptr"}
 FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART", "minv_ptr"}
 # The MLA kernels name their pointers in capitals; kda's capitals (T, H, NT, NTS) are sizes.
 DATA_POINTERS = {"Q", "KV", "KV_CACHE", "O_PART", "OUT"}
