@@ -37,7 +37,8 @@ ACCEPTS = {
     "any": lambda value: not isinstance(value, (datetime.date, datetime.time)),
 }
 TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean"}
-BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+# fullmatch: "$" would also match before a trailing newline, and "0\n" is no bare key.
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class RunFileError(ValueError):
@@ -209,7 +210,7 @@ def _table_lines(table: dict[str, Any], path: tuple[str, ...]) -> list[str]:
 
 
 def _toml_key(key: str) -> str:
-    return key if BARE_KEY.match(key) else _toml_value(key)
+    return key if BARE_KEY.fullmatch(key) else _toml_value(key)
 
 
 def _toml_value(value: Any) -> str:

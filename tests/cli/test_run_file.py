@@ -191,6 +191,12 @@ def test_to_toml_writes_any_body_tomllib_reads_back_unchanged(body):
     assert tomllib.loads(to_toml(body)) == body
 
 
+@pytest.mark.parametrize("body", [{"0\n": ""}, {"0\n": {}}, {"goal\n": {"speedup\n": 2.0}}])
+def test_a_key_ending_in_a_newline_is_quoted(body):
+    # Hypothesis found these: a "$" pattern took "0\n" for a bare key and wrote it unquoted.
+    assert tomllib.loads(to_toml(body)) == body
+
+
 def test_print_config_never_reaches_the_api(capsys):
     (port,) = free_ports(1)  # nothing listens there: a request would fail with exit 1
     code, out, err = cli(capsys, "run", "kda", "--api-url", f"http://127.0.0.1:{port}", "--print-config")
