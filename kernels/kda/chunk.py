@@ -583,8 +583,6 @@ def _prepare(q, k, v, g, beta, scale, layout):
     block_k = min(CONFIG["prep_block_k"], _padded_dim(dim))
     shape_args = dict(D=dim, BK=block_k, BT=chunk, BC=SUB_CHUNK, NC=chunk // SUB_CHUNK)
     launch_args = dict(num_warps=CONFIG["prep_num_warps"], num_stages=CONFIG["prep_num_stages"])
-    buffers = (q, k, v, g, beta, *intermediates, layout.cu, layout.chunk_seq, layout.chunk_local,
-               scale, seq, layout.chunks, layout.per_sequence, heads)
     grid = (layout.chunks, heads)
     log2_chunk = chunk.bit_length() - 1
     precision = CONFIG["prep_precision"]
@@ -593,9 +591,10 @@ def _prepare(q, k, v, g, beta, scale, layout):
         # second redoes just those, exactly. No host synchronisation: the flags stay on the GPU.
         flags = torch.empty(layout.chunks * heads, dtype=torch.int32, device=q.device)
         passes = dict(**shape_args, LOG2_BT=log2_chunk, PRECISION=precision, IS_VARLEN=layout.varlen, **launch_args)
-        flat_buffers = (*buffers[:14], flags, *buffers[14:])
-        _prepare_flat_kernel[grid](*flat_buffers, **passes)
-        _prepare_exact_kernel[grid](*flat_buffers, **passes)
+        args = (q, k, v, g, beta, *intermediates, layout.cu, layout.chunk_seq, layout.chunk_local, flags,
+                scale, seq, layout.chunks, layout.per_sequence, heads)
+        _prepare_flat_kernel[grid](*args, **passes)
+        _prepare_exact_kernel[grid](*args, **passes)
         return intermediates
     # "split": A_qk and M to memory, then W, U, qg, kg per channel tile.
     m_inv = torch.empty(*rows, chunk, dtype=torch.float32, device=q.device)

@@ -301,6 +301,12 @@ def fused_fits(plan: dict, batch: int, device: torch.device) -> bool:
     return bool(CONFIG["fused"]) and programs <= _resident_programs(device)
 
 
+def writes_output_directly(plan: dict, sync) -> bool:
+    """One split on the two-kernel path: the split kernel's normalized partial is the output, in
+    out's layout ([B, H, 1, 512]), and the combine (which would only copy it) is skipped."""
+    return plan["num_splits"] == 1 and sync is None
+
+
 def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> torch.Tensor:
     """Launch the kernels into caller-provided contiguous buffers (tests poison them with NaN).
 
@@ -326,10 +332,9 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
             num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
         )
         return out
-    # One split (a batch that fills the GPU by itself, e.g. 64 x 128 heads): its normalized
-    # partial is the output, in out's layout ([B, H, 1, 512]); the combine would only copy it
-    # (ncu on the H200: 41.6 us of 314 at 64,128,4096).
-    direct = num_splits == 1
+    # A batch that fills the GPU by itself (e.g. 64 x 128 heads) makes one split; the combine
+    # would only copy it (ncu on the H200: 41.6 us of 314 at 64,128,4096).
+    direct = writes_output_directly(plan, sync)
     _mla_split_kernel[grid](
         q, kv, out if direct else o_part, lse_part,
         float(scale) * LOG2_E, kv.shape[1], heads, plan["split_len"], num_splits,
@@ -358,8 +363,7 @@ def mla_decode(q, kv, scale):
     plan = split_plan(batch, heads, kv.shape[1])
     out = torch.empty((batch, heads, D_LATENT), dtype=q.dtype, device=q.device)
     sync = _workspace((2,), torch.int32, q.device, zeroed=True) if fused_fits(plan, batch, q.device) else None
-    # With one split and two kernels the split kernel writes out directly (mla_decode_into).
-    o_part = out if plan["num_splits"] == 1 and sync is None else \
+    o_part = out if writes_output_directly(plan, sync) else \
         _workspace((batch, heads, plan["num_splits"], D_LATENT), _partial_dtype(q.dtype), q.device)
     lse_part = _workspace((batch, heads, plan["num_splits"]), torch.float32, q.device)
     return mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync)

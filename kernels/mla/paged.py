@@ -32,6 +32,7 @@ from kernels.mla.decode import (
     _mla_combine_kernel,
     _partial_dtype,
     split_plan,
+    writes_output_directly,
 )
 
 _SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -140,8 +141,8 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
     plan = split_plan(batch, heads, max_pages * page_size)
     num_splits = plan["num_splits"]
     out = torch.empty((batch, heads, D_LATENT), dtype=q.dtype, device=q.device)
-    # One split: its partial (zeros for a request of length 0) is the output, in out's layout.
-    direct = num_splits == 1
+    # One split: its partial (zeros for a request of length 0) is the output.
+    direct = writes_output_directly(plan, None)
     o_part = out if direct else torch.empty((batch, heads, num_splits, D_LATENT), dtype=_partial_dtype(q.dtype),
                                             device=q.device)
     lse_part = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=q.device)

@@ -18,7 +18,7 @@ from kernels.mla import space as dense
 
 _PAGED_PATH = Path(__file__).with_name("paged.py")
 DENSE_ENTRY = "\n\ndef kernel(q, kv, scale):\n    return mla_decode(q, kv, scale)\n"
-IMPORTS_END = "    split_plan,\n)\n"
+IMPORTS_END = "    writes_output_directly,\n)\n"
 PAGED_ENTRY = ("\n\ndef kernel(q, kv_cache, block_table, cache_seqlens, scale):\n"
                "    return mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale)\n")
 

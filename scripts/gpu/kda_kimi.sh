@@ -5,15 +5,8 @@
 # Usage (device, repo root, carry [".whl"]): bash scripts/gpu/kda_kimi.sh
 source scripts/gpu/prelude.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export TRITON_CACHE_DIR=/tmp/triton-cache
 step() { echo "== $1 ($SECONDS s)"; }
-step "FLA warm-up (bench keys); ours against the recurrence"
-timeout 200 python3 scripts/gpu/fla_warm.py --scope bench --parallel 4 --job-timeout-s 190 \
-    > "$OUT/fla_warm.txt" 2>&1 &
-WARM=$!
-mkdir -p "$OUT/check"; OUT="$OUT/check" timeout 150 python3 scripts/gpu/kda_fla_parity.py --skip-speed --no-fla > "$OUT/check.txt" 2>&1
-echo "   exit $?"; grep -E "^\|" "$OUT/check.txt" | cut -c1-200
-wait $WARM; echo "   warm exit $?"; tail -n 1 "$OUT/fla_warm.txt"
+source scripts/gpu/kda_warm_and_check.sh
 step "speed at the default"
 mkdir -p "$OUT/default" "$OUT/split64"
 OUT="$OUT/default" timeout 150 python3 scripts/gpu/kda_fla_parity.py --reps 20 --skip-correctness \
