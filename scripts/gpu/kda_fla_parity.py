@@ -1,4 +1,4 @@
-"""Our KDA forward against FLA's chunk_kda on the GPU, like with like (issue 11).
+"""Our KDA forward against FLA's chunk_kda on the GPU, like with like.
 
 Part 1, correctness on FLA's kinds of inputs: unbounded gates (FLA's gate_logit_normalizer 0.1,
 the Kimi model's gates, plain logsigmoid), head dims 60, 64, 100 and 128, fp16 and bf16, an

@@ -1,4 +1,4 @@
-"""Our KDA kernels' knobs on the GPU, side by side with FLA's safe-gate path (issue 11).
+"""Our KDA kernels' knobs on the GPU, side by side with FLA's safe-gate path.
 
     PYTHONPATH=. python3 scripts/gpu/kda_sweep.py [--reps 10] [--no-fla] [--shapes B,T,H,D ...] [--only NAME ...]
 

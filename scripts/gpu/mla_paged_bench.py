@@ -1,4 +1,4 @@
-"""Paged MLA decode against the dense kernel on the GPU (issue 12): the same requests held
+"""Paged MLA decode against the dense kernel on the GPU: the same requests held
 densely and in a paged cache of page size 64 (FlashMLA's) and 1 (SGLang's Triton path), pages
 shuffled; errors against float64 and times side by side (L2 flushed, events and the wall clock,
 medians), plus CUDA-graph replay. Ragged lengths: each request its own length, drawn in
