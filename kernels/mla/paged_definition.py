@@ -1,4 +1,4 @@
-"""MLA decode from a paged KV cache: the problem as data (issue 12's variant for the loop).
+"""MLA decode from a paged KV cache: the problem as data (a variant for the loop).
 
 The computation of ``mla-decode`` (``definition.py``: one query token per request, H heads, a
 576-wide latent that is both key and value), with the cache held as serving engines hold it:

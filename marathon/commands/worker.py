@@ -33,7 +33,8 @@ def register(subparsers) -> None:
         help="cpu: workflows, propose, compact, record; gpu: one evaluation worker (pick its GPU with "
         "CUDA_VISIBLE_DEVICES); gpus: one gpu worker per visible GPU, restarted when it dies (a GPU "
         "node's container; a separate kind because it is a supervisor, not a worker); health: exit 0 "
-        "when the gpus supervisor of this home and all its workers are running",
+        "when the gpus supervisor of this home and all its workers are running (with --polls cpu: when "
+        "this host's CPU worker polls its Temporal task queue)",
     )
     parser.add_argument(
         "--device",
@@ -53,6 +54,9 @@ def register(subparsers) -> None:
     parser.add_argument("--max-age", type=float, default=None,
                         help="health only: seconds after which the status file means the supervisor is gone "
                         "(default: 30)")
+    parser.add_argument("--polls", choices=("cpu",), default=None,
+                        help="health only: check instead that a worker of this host polls the CPU task queue "
+                        "(asks Temporal; what a CPU worker's container health check runs)")
     parser.add_argument("--stop-grace", type=float, default=None,
                         help="gpus only: seconds each worker gets to finish its evaluations on SIGTERM before it "
                         "is killed (default: 1260, the worker's own 20 min graceful shutdown and a minute)")
@@ -119,7 +123,17 @@ def gpus_command(args: argparse.Namespace) -> int:
 def health_command(args: argparse.Namespace) -> int:
     from marathon.gpu_node import HEALTH_MAX_AGE_S, check_health
 
-    healthy, reason = check_health(_status_path(args), args.max_age or HEALTH_MAX_AGE_S)
+    if args.polls == "cpu":
+        from marathon.queue_health import POLL_MAX_AGE_S, check_queue
+        from marathon.settings import get_settings
+        from marathon.temporal_tls import temporal_tls
+
+        settings = get_settings()
+        healthy, reason = check_queue(settings.temporal_address, settings.temporal_namespace, settings.cpu_task_queue,
+                                      workflow_queue=True, tls=temporal_tls(settings),
+                                      max_age_s=args.max_age or POLL_MAX_AGE_S)
+    else:
+        healthy, reason = check_health(_status_path(args), args.max_age or HEALTH_MAX_AGE_S)
     print(f"marathon worker health: {'healthy' if healthy else 'UNHEALTHY'}: {reason}")
     return 0 if healthy else 1
 

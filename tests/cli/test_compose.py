@@ -86,3 +86,17 @@ def test_mounted_deploy_files_exist(compose):
             if source.startswith("./"):
                 assert (REPO / source).exists(), f"{name} mounts missing {source}"
     assert (REPO / compose["services"]["api"]["build"]["dockerfile"]).exists()
+
+
+def test_every_long_lived_service_has_a_health_check(compose):
+    """Marathon's services and Temporal, which run until stopped, say when they stop serving (the
+    Temporal UI's image is not ours: what it ships to probe itself with is not promised)."""
+    long_lived = {name: service for name, service in compose["services"].items()
+                  if service.get("restart") == "unless-stopped" and name != "temporal-ui"}
+    assert set(long_lived) == {"api", "worker-cpu", "worker-gpus", "temporal"}
+    missing = [name for name, service in long_lived.items() if "healthcheck" not in service]
+    assert missing == []
+    test = compose["services"]["worker-cpu"]["healthcheck"]["test"]
+    assert test == ["CMD", "marathon", "worker", "health", "--polls", "cpu"]
+    parsed = build_parser().parse_args(test[2:])
+    assert (parsed.kind, parsed.polls) == ("health", "cpu")
