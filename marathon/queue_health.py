@@ -27,7 +27,9 @@ class Poller:
     last_polled: Optional[datetime]
 
 
-def polling_here(pollers: Sequence[Poller], host: str, now: datetime, max_age_s: float = POLL_MAX_AGE_S) -> tuple[bool, str]:
+def polling_here(
+    pollers: Sequence[Poller], host: str, now: datetime, max_age_s: float = POLL_MAX_AGE_S
+) -> tuple[bool, str]:
     """(healthy, one line saying why): whether a poller named ``…@host`` polled within ``max_age_s``
     of ``now`` (timezone-aware datetimes)."""
     mine = [poller for poller in pollers if poller.identity.split(" ")[0].endswith(f"@{host}")]
