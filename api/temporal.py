@@ -26,9 +26,7 @@ from temporalio.client import (
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCStatusCode
 
-from marathon.settings import Settings
-from marathon.temporal_tls import temporal_tls
-from marathon.workers import LLM_CAPABILITY
+from marathon.settings import LLM_CAPABILITY, Settings, temporal_tls
 from workflows.types import OptimizeInput, OptimizeResult, RunStatus
 
 WORKFLOW_NAME = "OptimizeKernelWorkflow"
@@ -175,9 +173,10 @@ class TemporalGateway:
     async def polled_archs(self) -> list[str]:
         """The architectures in KNOWN_ARCHS whose evaluation queue has a worker polling, in order."""
         client = await self.client()
-        prefix = self.settings.gpu_task_queue_prefix
         kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-        polled = await asyncio.gather(*(self._has_poller(client, prefix + arch, kind) for arch in KNOWN_ARCHS))
+        polled = await asyncio.gather(
+            *(self._has_poller(client, self.settings.evaluate_queue(arch), kind) for arch in KNOWN_ARCHS)
+        )
         return [arch for arch, busy in zip(KNOWN_ARCHS, polled) if busy]
 
     async def evaluation_arch(self, wait_s: float = 0.0) -> Optional[str]:
@@ -285,7 +284,7 @@ class TemporalGateway:
             return []
         if await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
             return []
-        arch = queue.removeprefix(self.settings.gpu_task_queue_prefix)
+        arch = self.settings.arch_of(queue) or queue
         return [
             f"no evaluation worker polls task queue {queue}: start one on a {arch} machine "
             "(`marathon worker gpu`); without one the run pauses itself when its evaluation wait runs out"
@@ -368,10 +367,10 @@ class TemporalGateway:
             queues[cpu] = "no worker polls yet"
             missing.append(f"no CPU worker polls task queue {cpu} yet (marathon worker cpu)")
         for arch in archs:
-            queues[f"{self.settings.gpu_task_queue_prefix}{arch}"] = "polling"
+            queues[self.settings.evaluate_queue(arch)] = "polling"
         if not archs:
             missing.append(
-                f"no evaluation worker polls any {self.settings.gpu_task_queue_prefix}<arch> task queue yet "
+                f"no evaluation worker polls any {self.settings.evaluate_queue('<arch>')} task queue yet "
                 "(marathon worker gpu)"
             )
         return queues, missing

@@ -178,7 +178,7 @@ class DevStack:
         # The CPU worker serves the workflows and the propose/record activities on one queue.
         queues = [(settings.cpu_task_queue, "workflow"), (settings.cpu_task_queue, "activity")]
         for arch in evaluation_archs(self.gpus):
-            queues.append((f"{settings.gpu_task_queue_prefix}{arch}", "activity"))
+            queues.append((settings.evaluate_queue(arch), "activity"))
         return queues
 
     def _wait_for_pollers(self) -> None:

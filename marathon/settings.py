@@ -1,9 +1,12 @@
-"""One settings object, read once from the environment (prefix ``MARATHON_``)."""
+"""One settings object, read once from the environment (prefix ``MARATHON_``), and the facts
+derived from it that both faces of the service need: task-queue names, the Temporal client's
+TLS, the capability a CPU worker advertises. The API imports nothing else of ``marathon``."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -12,6 +15,9 @@ from activities.config import LLMEndpoint
 
 # The activities' own defaults for the LLM endpoint: one owner for each of these facts.
 _LLM_DEFAULTS = LLMEndpoint()
+# What a CPU worker can do beyond the search proposer, advertised in its poller identity so the
+# API can see it with DescribeTaskQueue (api/temporal.py) before it starts a run that needs it.
+LLM_CAPABILITY = "+llm"
 
 
 class Settings(BaseSettings):
@@ -29,7 +35,7 @@ class Settings(BaseSettings):
     # client certificate and key (signed by the CA the frontend trusts for clients) go together;
     # the CA verifies the frontend's certificate (the system's roots without it); the server
     # name overrides the name checked in it (default: the host of temporal_address). None of
-    # them set: plain TCP, as on one machine. Read into a TLSConfig by marathon/temporal_tls.py.
+    # them set: plain TCP, as on one machine. Read into a TLSConfig by ``temporal_tls`` below.
     temporal_tls_cert: Path | None = None
     temporal_tls_key: Path | None = None
     temporal_tls_ca: Path | None = None
@@ -92,7 +98,56 @@ class Settings(BaseSettings):
     def api_url(self) -> str:
         return self.public_url or f"http://{self.api_host}:{self.api_port}"
 
+    def evaluate_queue(self, arch: str) -> str:
+        """The evaluation task queue of a GPU architecture (``sm90``), or of CPU mode (``cpu``)."""
+        return f"{self.gpu_task_queue_prefix}{arch}"
+
+    def arch_of(self, queue: str) -> Optional[str]:
+        """The architecture an evaluation queue serves; None for a queue that is not one."""
+        if not queue.startswith(self.gpu_task_queue_prefix):
+            return None
+        return queue[len(self.gpu_task_queue_prefix):] or None
+
 
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+# The TLS a Temporal client uses, from the settings (``MARATHON_TEMPORAL_TLS_*``): ``False``
+# (plain TCP, one machine or a private network) when none is set, else a
+# ``temporalio.service.TLSConfig`` with the files' PEM bytes: the CA that verifies the frontend's
+# certificate and, for mTLS, this node's client certificate and key.
+class TemporalTLSError(ValueError):
+    """The TLS settings are incomplete or name a file that cannot be read; says which."""
+
+def _read(setting: str, path: Optional[Path]) -> Optional[bytes]:
+    if path is None:
+        return None
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as error:
+        raise TemporalTLSError(f"MARATHON_{setting.upper()}={path}: cannot read it ({error.strerror})") from None
+    if b"-----BEGIN" not in data:
+        raise TemporalTLSError(f"MARATHON_{setting.upper()}={path}: not a PEM file (no -----BEGIN line)")
+    return data
+
+def temporal_tls(settings: Settings):
+    """``False`` or the ``TLSConfig`` for ``Client.connect(..., tls=...)``."""
+    fields = ("temporal_tls_cert", "temporal_tls_key", "temporal_tls_ca", "temporal_tls_server_name")
+    if not any(getattr(settings, name) for name in fields):
+        return False
+    if (settings.temporal_tls_cert is None) != (settings.temporal_tls_key is None):
+        raise TemporalTLSError(
+            "MARATHON_TEMPORAL_TLS_CERT and MARATHON_TEMPORAL_TLS_KEY go together (mTLS needs both), got "
+            f"cert={settings.temporal_tls_cert}, key={'set' if settings.temporal_tls_key else None}"
+        )
+    from temporalio.service import TLSConfig
+
+    return TLSConfig(
+        server_root_ca_cert=_read("temporal_tls_ca", settings.temporal_tls_ca),
+        client_cert=_read("temporal_tls_cert", settings.temporal_tls_cert),
+        client_private_key=_read("temporal_tls_key", settings.temporal_tls_key),
+        domain=settings.temporal_tls_server_name or None,  # compose passes an unset one as ""
+    )
+

@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.config import LLMEndpoint
-from marathon.settings import Settings
+from marathon.settings import LLM_CAPABILITY, Settings
 from workflows.optimize import OptimizeKernelWorkflow
 
 # Long enough for one evaluation to finish when a GPU worker is asked to stop.
@@ -27,11 +27,6 @@ GPU_GRACEFUL_SHUTDOWN = timedelta(minutes=20)
 CPU_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # Our workflow-side modules are pure and deterministic: import them once, not per run.
 PASSTHROUGH_MODULES = ("workflows.types", "workflows.notebook", "workflows.search_attributes")
-
-
-# What a CPU worker can do beyond the search proposer, advertised in its poller identity so the
-# API can see it with DescribeTaskQueue (api/temporal.py) before it starts a run that needs it.
-LLM_CAPABILITY = "+llm"
 
 
 def cpu_identity(settings: Settings) -> str:
@@ -63,7 +58,7 @@ def gpu_arch(device: str) -> str:
 
 
 def gpu_task_queue(settings: Settings, device: str) -> str:
-    return f"{settings.gpu_task_queue_prefix}{gpu_arch(device)}"
+    return settings.evaluate_queue(gpu_arch(device))
 
 
 def default_device() -> str:

@@ -36,7 +36,3 @@ def get_text(session: Session, sha: str) -> str:
     if artifact is None or artifact.text is None:
         raise KeyError(f"artifact {sha} not found")
     return artifact.text
-
-
-def has_artifact(session: Session, sha: str) -> bool:
-    return session.get(Artifact, sha) is not None

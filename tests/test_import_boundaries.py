@@ -66,3 +66,18 @@ def test_loading_every_store_and_activity_module_loads_nothing_of_marathon():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_api_reaches_marathon_only_at_its_settings():
+    """The CLI and the API are two faces of one service: the CLI stands on top (it may import the
+    API's schemas and progress wording), the API needs nothing of the CLI's insides but the
+    settings object both read at their edge."""
+    files = sorted((ROOT / "api").rglob("*.py"))
+    assert len(files) >= 10, f"expected the api/ sources under {ROOT}"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in files
+        for line, name in marathon_imports(path.read_text())
+        if name != "marathon.settings"
+    ]
+    assert offenders == [], "; ".join(offenders)

@@ -71,7 +71,3 @@ def with_inherited(state: RunState, start: Optional[StartFrom], candidates: list
         knobs=copy.deepcopy(champion.knobs),
     )
     return [*candidates, extra]
-
-
-def is_inherited(candidate: Candidate) -> bool:
-    return candidate.strategy.startswith(INHERITED_PREFIX)

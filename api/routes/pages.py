@@ -25,7 +25,7 @@ from api.page_plot import PlotPoint
 from api.page_values import shape_times
 from api.temporal import TemporalUnavailable
 from kernels.registry import get_problem
-from marathon.progress import gpu_line, percent, progress_details
+from api.progress import gpu_line, percent, progress_details
 from store import repository
 from store.artifacts import get_text
 from store.busy import attempt_fractions, run_fractions

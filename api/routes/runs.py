@@ -99,7 +99,7 @@ async def _evaluation_arch(temporal, settings) -> str:
     except TemporalUnavailable as error:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"run not started: {error}") from None
     if arch is None:
-        queues = f"{settings.gpu_task_queue_prefix}<arch>"
+        queues = settings.evaluate_queue("<arch>")
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             f"run not started: no evaluation worker polls any {queues} task queue "
@@ -114,7 +114,7 @@ async def _evaluation_target(temporal, settings, gpu_arch: Optional[str]) -> tup
     """The architecture a new run is evaluated on (the request's, else the first one a worker polls)
     and its evaluation queue, named here at the edge from the settings' prefix (the name's one owner)."""
     arch = gpu_arch or await _evaluation_arch(temporal, settings)
-    return arch, f"{settings.gpu_task_queue_prefix}{arch}"
+    return arch, settings.evaluate_queue(arch)
 
 
 async def _check_problem_served(temporal, settings, name: str) -> None:

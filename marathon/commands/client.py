@@ -15,7 +15,7 @@ from typing import Any
 
 from marathon.commands.connection import calling_api, common_options, fail
 from marathon.commands.display import best_attempt, describe_run, follow, format_speedup, goal_text, iterations_budget
-from marathon.progress import duration, elapsed_s
+from api.progress import duration, elapsed_s
 from workflows.types import OBJECTIVES
 
 ID_HELP = "the run's id, as `marathon run` printed it and `marathon runs` lists it (e.g. kda-1f3c2b9a0d4e)"

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from marathon.progress import candidates_line, gpu_line, time_line
+from api.progress import candidates_line, gpu_line, time_line
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 FINISHED = FINISHED_RUN_STATUSES

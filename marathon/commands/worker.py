@@ -126,7 +126,7 @@ def health_command(args: argparse.Namespace) -> int:
     if args.polls == "cpu":
         from marathon.queue_health import POLL_MAX_AGE_S, check_queue
         from marathon.settings import get_settings
-        from marathon.temporal_tls import temporal_tls
+        from marathon.settings import temporal_tls
 
         settings = get_settings()
         healthy, reason = check_queue(settings.temporal_address, settings.temporal_namespace, settings.cpu_task_queue,
@@ -186,7 +186,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     from marathon import workers
     from marathon.settings import get_settings
     from marathon.temporal_server import TemporalServerError, connect_when_ready
-    from marathon.temporal_tls import TemporalTLSError, temporal_tls
+    from marathon.settings import TemporalTLSError, temporal_tls
     from store.db import upgrade
 
     log = logging.getLogger("marathon.worker")

@@ -20,7 +20,7 @@ async def main(problem: str, iterations: int, candidates: int) -> int:
     from marathon.local_loop import local_loop
     from marathon.settings import Settings
     from marathon.temporal_server import DevServer
-    from marathon.progress import percent
+    from api.progress import percent
     from store import db, repository
     from store.busy import attempt_fractions, run_fractions
     from workflows.types import Budget, Goal, OptimizeInput

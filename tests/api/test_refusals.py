@@ -10,7 +10,7 @@ import uuid
 from temporalio import activity
 from temporalio.worker import Worker
 
-from marathon.workers import LLM_CAPABILITY
+from marathon.settings import LLM_CAPABILITY
 
 
 @activity.defn(name="propose")

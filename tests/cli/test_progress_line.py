@@ -179,7 +179,7 @@ def test_a_failed_first_poll_writes_nothing():
 from datetime import datetime, timezone  # noqa: E402
 
 from marathon.commands.display import describe_run  # noqa: E402
-from marathon.progress import duration, estimate_left_s, progress_details, time_line  # noqa: E402
+from api.progress import duration, estimate_left_s, progress_details, time_line  # noqa: E402
 
 WAITING = "waiting for a GPU worker: 2 evaluations on marathon-gpu-sm90 not started for 95 s (no evaluation worker polls that queue: start one for this architecture)"
 

@@ -9,7 +9,7 @@ from temporalio.service import TLSConfig
 
 from marathon.processes import role_env
 from marathon.settings import Settings
-from marathon.temporal_tls import TemporalTLSError, temporal_tls
+from marathon.settings import TemporalTLSError, temporal_tls
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -72,3 +72,11 @@ def test_marathon_up_children_talk_plain_tcp_to_their_dev_server(tmp_path, monke
     env = child_env(StackConfig(home=tmp_path))
     assert not [name for name in env if name.upper().startswith("MARATHON_TEMPORAL_TLS_")]
     assert env["MARATHON_TEMPORAL_ADDRESS"] == "127.0.0.1:7233"
+
+
+def test_evaluation_queues_are_named_and_read_back_by_the_settings():
+    settings = Settings(gpu_task_queue_prefix="team-gpu-")
+    assert settings.evaluate_queue("sm90") == "team-gpu-sm90"
+    assert settings.arch_of("team-gpu-sm90") == "sm90"
+    assert settings.arch_of(settings.evaluate_queue("cpu")) == "cpu"
+    assert settings.arch_of("marathon-cpu") is None and settings.arch_of("team-gpu-") is None

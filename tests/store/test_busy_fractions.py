@@ -1,11 +1,11 @@
 """A run's GPU busy and timing fractions from its attempts' seconds (store/busy.py), and how the
-CLI and the run page write them (marathon/progress.py)."""
+CLI and the run page write them (api/progress.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from marathon.progress import gpu_line, percent
+from api.progress import gpu_line, percent
 from store.busy import RunBusy, attempt_fractions, run_fractions
 
 

@@ -86,7 +86,7 @@ def test_the_api_filters_on_the_run_statuses(tmp_path):
 def test_the_cli_and_the_api_agree_on_which_runs_are_over():
     from api.runs_service import TERMINAL_STATUSES
     from marathon.commands.display import FINISHED as CLI_FINISHED
-    from marathon.progress import FINISHED as PROGRESS_FINISHED
+    from api.progress import FINISHED as PROGRESS_FINISHED
 
     assert TERMINAL_STATUSES == CLI_FINISHED == PROGRESS_FINISHED == FINISHED_RUN_STATUSES
 
