@@ -22,9 +22,9 @@ from temporalio.exceptions import ApplicationError
 from activities.config import LLMEndpoint
 from activities.proposers.base import PastAttempt, Proposal, ProposalBatch, ProposalContext, Proposer
 from kernels.problem import Problem
-from workflows.types import Candidate, ProposeInput, ProposeResult
+from workflows.types import Candidate, OptimizeInput, ProposeInput, ProposeResult
 
-MAX_CANDIDATES = 64
+MAX_CANDIDATES = OptimizeInput.MAX_CANDIDATES
 
 
 def check_request(request: ProposeInput) -> list[str]:

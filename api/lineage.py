@@ -21,7 +21,7 @@ from store import repository
 from store.db import session_scope
 from store.models import Attempt, Run
 from workflows import notebook as nb
-from workflows.types import BestKernel, Budget, Notebook, NotebookEntry, StartFrom
+from workflows.types import FINISHED_RUN_STATUSES, BestKernel, Budget, Notebook, NotebookEntry, StartFrom
 
 # A notebook rebuilt from the store folds at most this many of the parent's latest attempts.
 STORE_NOTEBOOK_ATTEMPTS = 200
@@ -56,7 +56,7 @@ def fork_problems(parent: Optional[Run], parent_id: str, problem: str) -> list[s
 
 def check_continuable(parent: Run, live: Optional[LiveState]) -> None:
     """A run can be continued once it has ended; a live one can only be forked (409 says so)."""
-    if parent.status in service.TERMINAL_STATUSES:
+    if parent.status in FINISHED_RUN_STATUSES:
         return
     status = (live.status if live else None) or parent.status
     raise ParentRefused(

@@ -10,8 +10,6 @@ from typing import Any, Optional
 
 from workflows.types import FINISHED_RUN_STATUSES
 
-FINISHED = FINISHED_RUN_STATUSES
-
 
 def duration(seconds: Optional[float]) -> str:
     """``45s``, ``12m05s``, ``3h07m``; ``-`` when unknown."""
@@ -45,7 +43,7 @@ def elapsed_s(run: dict[str, Any], now: Optional[datetime] = None) -> Optional[f
         return float(hours) * 3600
     if created is None:
         return None
-    if run.get("status") in FINISHED:
+    if run.get("status") in FINISHED_RUN_STATUSES:
         end = _parse_time(run.get("updated_at")) or created
     else:
         end = now or datetime.now(timezone.utc)
@@ -55,7 +53,7 @@ def elapsed_s(run: dict[str, Any], now: Optional[datetime] = None) -> Optional[f
 def estimate_left_s(run: dict[str, Any], elapsed: Optional[float]) -> tuple[Optional[float], str]:
     """An estimate of the time left and the budget it comes from: the iterations left at the pace
     so far, or the hours left, whichever ends first; (None, "") when neither can be told."""
-    if run.get("status") in FINISHED or elapsed is None:
+    if run.get("status") in FINISHED_RUN_STATUSES or elapsed is None:
         return None, ""
     budget = run.get("budget") if isinstance(run.get("budget"), dict) else {}
     options: list[tuple[float, str]] = []

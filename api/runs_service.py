@@ -17,7 +17,6 @@ from store.db import session_scope
 from store.models import Attempt, Run
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-TERMINAL_STATUSES = FINISHED_RUN_STATUSES
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
 # died half-way (the API crashed between the insert and the start): reads show it failed and the
 # reconciler (api/reconciler.py) writes it so.
@@ -189,13 +188,13 @@ def ended_verdict(run: Run, live: LiveState, now: Optional[datetime] = None) -> 
     Temporal could not say, and for rows already finished.
 
     GET routes show this verdict without writing it; the reconciler (api/reconciler.py) writes it."""
-    if run.status in TERMINAL_STATUSES:
+    if run.status in FINISHED_RUN_STATUSES:
         return None
     if not live.found:
         if (now or datetime.now(timezone.utc)) - _aware(run.created_at) < ORPHAN_GRACE:
             return None  # the start may still be on its way
         return "failed", NEVER_STARTED
-    if live.run_status is None and live.status in TERMINAL_STATUSES:
+    if live.run_status is None and live.status in FINISHED_RUN_STATUSES:
         return live.status, live.stop_reason or ""
     return None
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernels.registry import builtin_problem_names
 from workflows.notebook import HINT_LIMIT
-from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig
+from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, OptimizeInput, ProposerConfig
 
 # The limits below are checked by the dataclasses' ``problems()`` (one message per problem, in
 # words); the schema states them too, so clients and fuzzers know them without a round trip.
@@ -84,8 +84,8 @@ class GoalUpdate(Strict):
 
 
 class BudgetIn(Strict):
-    iterations: int = Field(Budget.iterations, json_schema_extra={"minimum": 1, "maximum": 100_000})
-    hours: float = Field(Budget.hours, json_schema_extra={"exclusiveMinimum": 0, "maximum": 336})
+    iterations: int = Field(Budget.iterations, json_schema_extra={"minimum": 1, "maximum": Budget.MAX_ITERATIONS})
+    hours: float = Field(Budget.hours, json_schema_extra={"exclusiveMinimum": 0, "maximum": Budget.MAX_HOURS})
     gpu_seconds: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0})
     tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
     plateau_iterations: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
@@ -133,7 +133,7 @@ class RunCreate(Strict):
     goal: GoalIn = Field(default_factory=GoalIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
     proposer: ProposerIn = Field(default_factory=ProposerIn)
-    candidates_per_iteration: int = Field(default=4, ge=1, le=64)
+    candidates_per_iteration: int = Field(default=4, ge=1, le=OptimizeInput.MAX_CANDIDATES)
     gpu_arch: Optional[str] = Field(
         default=None,
         pattern=r"^(sm[0-9]{2,3}|cpu)$",
@@ -156,12 +156,12 @@ class RunContinue(Strict):
     iterations: Optional[int] = Field(
         default=None,
         ge=1,
-        le=100_000,
+        le=Budget.MAX_ITERATIONS,
         description="How many more iterations (default: the parent's iteration budget again); the new run "
         "numbers its iterations on from the parent's",
     )
     hours: Optional[float] = Field(
-        default=None, gt=0, le=336, description="Wall-clock budget of the new run (default: the parent's)"
+        default=None, gt=0, le=Budget.MAX_HOURS, description="Wall-clock budget of the new run (default: the parent's)"
     )
     goal: Optional[GoalIn] = Field(default=None, description="A new goal (default: the parent's)")
     gpu_arch: Optional[str] = Field(

@@ -30,8 +30,9 @@ def input_problems(input: OptimizeInput) -> list[str]:
     errors += lineage.start_problems(input.start_from)
     if not input.problem:
         errors.append("problem must be named")
-    if not 1 <= input.candidates_per_iteration <= 64:
-        errors.append(f"candidates_per_iteration must be between 1 and 64, got {input.candidates_per_iteration}")
+    if not 1 <= input.candidates_per_iteration <= OptimizeInput.MAX_CANDIDATES:
+        errors.append(f"candidates_per_iteration must be between 1 and {OptimizeInput.MAX_CANDIDATES}, "
+                      f"got {input.candidates_per_iteration}")
     if input.continue_as_new_every < 1:
         errors.append(f"continue_as_new_every must be >= 1, got {input.continue_as_new_every}")
     if input.notebook_limit < 2:

@@ -84,6 +84,10 @@ class Goal:
 class Budget:
     """When to stop even if the goal is not reached. None means unlimited for that resource."""
 
+    # The largest budget a run may ask for (the API's schema states the same bounds from here).
+    MAX_ITERATIONS: ClassVar[int] = 100_000
+    MAX_HOURS: ClassVar[float] = 24.0 * 14
+
     iterations: int = 50
     hours: float = 24.0
     gpu_seconds: Optional[float] = None
@@ -92,10 +96,10 @@ class Budget:
 
     def problems(self) -> list[str]:
         errors = []
-        if not 1 <= self.iterations <= 100_000:
-            errors.append(f"budget iterations must be between 1 and 100000, got {self.iterations}")
-        if not 0 < self.hours <= 24 * 14:
-            errors.append(f"budget hours must be > 0 and at most 336 (two weeks), got {self.hours}")
+        if not 1 <= self.iterations <= self.MAX_ITERATIONS:
+            errors.append(f"budget iterations must be between 1 and {self.MAX_ITERATIONS}, got {self.iterations}")
+        if not 0 < self.hours <= self.MAX_HOURS:
+            errors.append(f"budget hours must be > 0 and at most {self.MAX_HOURS:g} (two weeks), got {self.hours}")
         if self.gpu_seconds is not None and not self.gpu_seconds > 0:
             errors.append(f"budget gpu_seconds must be > 0, got {self.gpu_seconds}")
         if self.tokens is not None and not self.tokens > 0:

@@ -13,7 +13,7 @@ content-addressed artifact store (``store.artifacts``) and pass the sha256 key a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 # What a run asks for lives in run_spec.py; its names are part of this module's vocabulary.
 from workflows.run_spec import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, ProposerConfig  # noqa: F401
@@ -272,6 +272,10 @@ class StartFrom:
 
 @dataclass
 class OptimizeInput:
+    # The most candidates one iteration may propose (the API's schema and the propose activity
+    # state the same bound from here).
+    MAX_CANDIDATES: ClassVar[int] = 64
+
     run_id: str
     problem: str
     goal: Goal = field(default_factory=Goal)

@@ -18,7 +18,7 @@ from api.deps import AuthDep, SettingsDep, TemporalDep
 from api.errors import invalid
 from api.routes.runs import ERRORS, _check_proposer, _evaluation_target, _launch
 from api.schemas import Message, RunContinue, RunCreated
-from workflows.types import Goal, OptimizeInput, ProposerConfig
+from workflows.types import FINISHED_RUN_STATUSES, Goal, OptimizeInput, ProposerConfig
 
 router = APIRouter(
     prefix="/runs",
@@ -42,7 +42,7 @@ async def continue_run(
     if parent is None:
         raise lineage.ParentRefused(404, f"run {run_id} not found")
     live = None
-    if parent.status not in service.TERMINAL_STATUSES:
+    if parent.status not in FINISHED_RUN_STATUSES:
         live = await temporal.live_state(run_id)
         ended = service.ended_verdict(parent, live)
         if ended is not None:

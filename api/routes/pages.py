@@ -30,7 +30,7 @@ from store import repository
 from store.artifacts import get_text
 from store.busy import attempt_fractions, run_fractions
 from store.db import session_scope
-from workflows.types import Goal, Notebook
+from workflows.types import FINISHED_RUN_STATUSES, Goal, Notebook
 
 router = APIRouter(tags=["pages"])
 
@@ -164,7 +164,7 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         return html_response(render_message_page("Not found", str(error)), 404)
     run = view["run"]
     # Nothing is written here: the live state is laid over the store's row for this page only.
-    live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
+    live = await temporal.live_state(run_id) if run.status not in FINISHED_RUN_STATUSES else None
     public = service.to_public(run, settings, temporal.ui_url(run_id), live, view["busy"])
     notebook = NotebookView(rows=view["rows"], steering=view["steering"])
     workflow_notebook = await _workflow_notebook(request, run_id) if live and live.run_status else None
@@ -194,7 +194,7 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         seed_source=seed_source,
         seed_note=seed_note,
         notebook=notebook,
-        refresh_s=None if public.status in service.TERMINAL_STATUSES else REFRESH_S,
+        refresh_s=None if public.status in FINISHED_RUN_STATUSES else REFRESH_S,
         best_times=view["best_times"],
         progress=progress_details(public.model_dump(mode="json")),
         from_run=public.from_run,

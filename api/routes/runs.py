@@ -30,7 +30,7 @@ from store import repository
 from store.artifacts import get_text
 from store.db import session_scope
 from workflows import search_attributes as attrs
-from workflows.types import RUN_STATUSES, OptimizeInput
+from workflows.types import FINISHED_RUN_STATUSES, RUN_STATUSES, OptimizeInput
 
 ERRORS = {
     400: {"model": Message, "description": "The body is not UTF-8 JSON"},
@@ -260,7 +260,7 @@ async def read_runs(
     runs, count = await run_in_threadpool(
         _list_runs, settings.resolved_database_url, status=status_filter, problem=problem, offset=offset, limit=limit
     )
-    live_ids = [r.id for r in runs if r.status not in service.TERMINAL_STATUSES][:LIVE_IN_LIST]
+    live_ids = [r.id for r in runs if r.status not in FINISHED_RUN_STATUSES][:LIVE_IN_LIST]
     states = dict(zip(live_ids, await asyncio.gather(*(temporal.live_state(i) for i in live_ids))))
     return RunsPublic(
         data=[service.to_public(r, settings, temporal.ui_url(r.id), states.get(r.id)) for r in runs], count=count
@@ -272,7 +272,7 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
     """The store's row with Temporal's live state laid over it while the run is live (nothing is
     written: the workflow records its own progress, the reconciler ends rows whose workflow is gone)."""
     run = await _load(settings, run_id)
-    live = await temporal.live_state(run_id) if run.status not in service.TERMINAL_STATUSES else None
+    live = await temporal.live_state(run_id) if run.status not in FINISHED_RUN_STATUSES else None
     busy = await run_in_threadpool(service.load_busy, settings.resolved_database_url, run_id)
     return service.to_public(run, settings, temporal.ui_url(run_id), live, busy)
 

@@ -33,7 +33,7 @@ from kernels.registry import get_problem
 from store import repository
 from store.db import session_scope
 from store.models import SteeringEvent
-from workflows.types import Goal
+from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=ERRORS)
 
@@ -41,7 +41,7 @@ router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], respon
 async def _require_live(run_id: str, settings, temporal, doing: str):
     """404 for unknown runs, 409 for finished ones (the store's word, then Temporal's)."""
     run = await _load(settings, run_id)
-    if run.status in service.TERMINAL_STATUSES:
+    if run.status in FINISHED_RUN_STATUSES:
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
     if not await temporal.is_running(run_id):
         live = await temporal.live_state(run_id)

@@ -10,7 +10,6 @@ from typing import Any, Optional
 from api.progress import candidates_line, gpu_line, time_line
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-FINISHED = FINISHED_RUN_STATUSES
 LINKS = (("run page", "run_page_url"), ("Temporal UI", "temporal_url"))
 
 
@@ -153,7 +152,7 @@ def follow(client, run_id: str, *, interval: float, out=None) -> int:
                 print(line, file=out, flush=True)
             last = key
             status = run.get("status")
-            if status in FINISHED:
+            if status in FINISHED_RUN_STATUSES:
                 if live:
                     out.write("\n")
                 reason = f" ({run['stop_reason']})" if run.get("stop_reason") else ""
