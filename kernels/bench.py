@@ -184,7 +184,7 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
     """
     import torch
 
-    from kernels.timing import L2Flusher, geomean, time_graph_replay, time_interleaved
+    from kernels.timing import L2Flusher, time_graph_replay, time_interleaved
 
     device, dtype = "cuda", problem.gpu_dtype
     baselines = problem.load_baselines(device)
@@ -229,7 +229,27 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
         del input_sets
         torch.cuda.empty_cache()
 
-    labels = list(providers)
+    summary = print_summary(rows, list(providers), primary, failed, out)
+    return {
+        "problem": problem.name,
+        "shape_set": shape_set,
+        "dtype": dtype,
+        "device": fingerprint,
+        "primary": primary,
+        "rows": [asdict(r) for r in rows],
+        "checks": checks_out,
+        "geomean": summary,
+        "ours_correct": not failed,
+        "reps": reps,
+        "median_spread": statistics.median([r.spread for r in rows if r.spread is not None] or [0.0]),
+    }
+
+
+def print_summary(rows: list[Row], labels: list[str], primary: str, failed: bool, out: TextIO) -> dict[str, Any]:
+    """Print the table of ``rows`` (one column per provider in ``labels``) and the geomeans per
+    timing method; returns the geomeans as {mode: {geomean_x_primary, geomean_x_best, shapes}}."""
+    from kernels.timing import geomean
+
     header = ["shape", "timing"] + [f"{k} ms" for k in labels] + [f"x {primary}", "x best", "TFLOP/s", "GB/s", "% roof"]
     table_rows = [
         [r.shape, r.mode] + [r.ms.get(k) for k in labels]
@@ -248,19 +268,7 @@ def bench_problem(problem: Any, shape_set: str, reps: int, out: TextIO,
                   f"{geomean(best_x):.3g}x over the fastest baseline", file=out)
     if failed:
         print("our kernel FAILED the correctness check on some shapes: no speedup reported for them", file=out)
-    return {
-        "problem": problem.name,
-        "shape_set": shape_set,
-        "dtype": dtype,
-        "device": fingerprint,
-        "primary": primary,
-        "rows": [asdict(r) for r in rows],
-        "checks": checks_out,
-        "geomean": summary,
-        "ours_correct": not failed,
-        "reps": reps,
-        "median_spread": statistics.median([r.spread for r in rows if r.spread is not None] or [0.0]),
-    }
+    return summary
 
 
 def run(problem_name: str, shape_set: str = "bench", reps: int = 30, json_path: str | None = None,

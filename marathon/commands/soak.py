@@ -122,13 +122,24 @@ async def soak(args: argparse.Namespace) -> int:
         )
         wall = time.perf_counter() - started
         rss_end = rss_mib()
-        runs = [run async for run in client.list_workflows(f"WorkflowId = '{run_id}'")]
-        segments = []
-        for run in runs:
-            description = await client.get_workflow_handle(run_id, run_id=run.run_id).describe()
-            info = description.raw_description.workflow_execution_info
-            segments.append((description.history_length, info.history_size_bytes))
+        segments = await history_segments(client, run_id)
 
+    print_report(args, result, where, wall, segments, fakes, (rss_start, rss_end), rss_samples)
+    return 0
+
+
+async def history_segments(client, run_id: str) -> list[tuple[int, int]]:
+    """(events, bytes) of each segment of a run's history (one per continue-as-new)."""
+    segments = []
+    async for run in client.list_workflows(f"WorkflowId = '{run_id}'"):
+        description = await client.get_workflow_handle(run_id, run_id=run.run_id).describe()
+        info = description.raw_description.workflow_execution_info
+        segments.append((description.history_length, info.history_size_bytes))
+    return segments
+
+
+def print_report(args, result, where: str, wall: float, segments: list[tuple[int, int]], fakes,
+                 rss: tuple[float, float], rss_samples: list[tuple[int, float]]) -> None:
     events = [length for length, _ in segments]
     sizes = [size for _, size in segments]
     print(f"soak: {result.iterations} iterations x {args.candidates} candidates on {where}")
@@ -143,7 +154,6 @@ async def soak(args: argparse.Namespace) -> int:
     print(
         f"  history/segment    max {max(sizes) / 1e6:.2f} MB  (server suggests continue-as-new at 4 MB / 4096 events)"
     )
-    print(f"  worker RSS         start {rss_start:.0f} MiB  end {rss_end:.0f} MiB")
-    samples = "  ".join(f"{iteration}:{rss:.0f}" for iteration, rss in rss_samples)
+    print(f"  worker RSS         start {rss[0]:.0f} MiB  end {rss[1]:.0f} MiB")
+    samples = "  ".join(f"{iteration}:{value:.0f}" for iteration, value in rss_samples)
     print(f"  RSS by iteration   {samples} (MiB)")
-    return 0

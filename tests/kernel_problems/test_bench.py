@@ -77,3 +77,20 @@ def test_bench_refuses_without_a_gpu(capsys):
 def test_bench_rejects_unknown_shape_sets():
     with pytest.raises(ValueError, match="no shape set 'huge'"):
         bench.run("mla-decode", "huge", out=io.StringIO())
+
+
+def test_the_summary_counts_only_the_shapes_each_timing_method_timed():
+    import io
+
+    rows = [
+        bench.summarize("B=1", "events", {"compile": 0.02, "ours": 0.01}, "compile", 1e9, 1e7, 0.002),
+        bench.summarize("B=1", "graph", {"compile": 0.004, "ours": 0.008}, "compile", 1e9, 1e7, 0.002),
+        bench.summarize("B=2", "events", {"compile": 0.08, "ours": 0.01}, "compile", 1e9, 1e7, 0.002),
+        bench.summarize("B=3", "events", {"compile": 0.02, "ours": None}, "compile", 1e9, 1e7, 0.002),
+    ]
+    out = io.StringIO()
+    summary = bench.print_summary(rows, ["compile", "ours"], "compile", failed=True, out=out)
+    assert summary["events"]["shapes"] == 2 and abs(summary["events"]["geomean_x_primary"] - 4.0) < 1e-9
+    assert summary["graph"] == {"geomean_x_primary": 0.5, "geomean_x_best": 0.5, "shapes": 1}
+    text = out.getvalue()
+    assert "geomean (events, 2 shapes): 4x over compile" in text and "FAILED the correctness check" in text
