@@ -20,6 +20,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.config import LLMEndpoint
 from marathon.settings import LLM_CAPABILITY, Settings
+from workflows.agent import AgentConversationWorkflow
 from workflows.optimize import OptimizeKernelWorkflow
 
 # Long enough for one evaluation to finish when a GPU worker is asked to stop.
@@ -81,6 +82,7 @@ def llm_endpoint(settings: Settings) -> LLMEndpoint:
 def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> list[Callable[..., Any]]:
     """"propose", "compact", "record" and "record_run", bound to the store (``database_url``, else
     the settings' database) and to the settings' LLM endpoint."""
+    from activities.agent.conversation import AgentActivities
     from activities.compact import Compactor
     from activities.propose import ProposeActivities
     from activities.record import Recorder
@@ -88,8 +90,13 @@ def cpu_activities(settings: Settings, database_url: Optional[str] = None) -> li
     url = database_url or settings.resolved_database_url
     llm = llm_endpoint(settings)
     recorder = Recorder(url)
+    agent = AgentActivities(database_url=url, llm=llm)
     return [
         ProposeActivities(database_url=url, llm=llm).propose,
+        agent.prepare,
+        agent.model,
+        agent.read_tool,
+        agent.finish,
         Compactor(llm).compact,
         recorder.record,
         recorder.record_run,
@@ -112,7 +119,7 @@ def build_cpu_worker(
     return Worker(
         client,
         task_queue=task_queue or settings.cpu_task_queue,
-        workflows=[OptimizeKernelWorkflow],
+        workflows=[OptimizeKernelWorkflow, AgentConversationWorkflow],
         activities=list(activities) if activities is not None else cpu_activities(settings, database_url),
         workflow_runner=workflow_runner(),
         graceful_shutdown_timeout=graceful_shutdown_timeout,
@@ -146,14 +153,17 @@ def build_gpu_worker(
     ``RefereePool`` (``evaluation_referees``), kept across judgements; None: a fresh referee each."""
     device = device or default_device()
     if activities is None:
+        from activities.agent.judge_tools import AgentJudgeTools
         from activities.evaluate import Evaluator
         from activities.gpu_busy import gpu_index
 
         # NVML's index of the GPU this process evaluates on, for the busy figures (None in CPU mode).
         index = gpu_index(os.environ) if device == "cuda" else None
-        activities = [Evaluator(database_url or settings.resolved_database_url, device=device,
-                                insecure_no_isolation=settings.insecure_no_isolation,
-                                lease_path=settings.gpu_lease, gpu_index=index, referees=referees).evaluate]
+        url = database_url or settings.resolved_database_url
+        activities = [Evaluator(url, device=device, insecure_no_isolation=settings.insecure_no_isolation,
+                                lease_path=settings.gpu_lease, gpu_index=index, referees=referees).evaluate,
+                      AgentJudgeTools(url, device=device, insecure_no_isolation=settings.insecure_no_isolation,
+                                      lease_path=settings.gpu_lease, gpu_index=index).judge_tool]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device)
     return Worker(

@@ -22,7 +22,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import lineage, messages, rules, steps, ui_text
+    from workflows import agent, lineage, messages, rules, steps, ui_text
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.candidates import CandidateBoard
@@ -235,8 +235,14 @@ class OptimizeKernelWorkflow:
         self._phase = "proposing"
         self._details(f"proposing {inp.candidates_per_iteration}")
         request = messages.propose_request(inp, state, iteration)
+        summary = f"iter {iteration} · propose {inp.candidates_per_iteration}"
         try:
-            result = await steps.propose(request, f"iter {iteration} · propose {inp.candidates_per_iteration}")
+            if inp.proposer.kind == "agent":
+                # Counts its tokens into the state itself, as each conversation ends.
+                result = await agent.propose(inp, state, request, summary)
+            else:
+                result = await steps.propose(request, summary)
+                state.tokens += result.tokens_used
         except ActivityError as error:
             message = f"iter {iteration}: the proposer failed: {steps.failure_message(error)}"
             workflow.logger.warning(message)
@@ -246,7 +252,6 @@ class OptimizeKernelWorkflow:
                 return None
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
             return None
-        state.tokens += result.tokens_used
         result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
         self._board.start(iteration, result.candidates)
         return result

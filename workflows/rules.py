@@ -20,6 +20,7 @@ STOP_REASONS = (
     "budget_hours",
     "budget_gpu_seconds",
     "budget_tokens",
+    "budget_usd",
     "plateau",
 )
 
@@ -118,6 +119,9 @@ def budget_used(state: RunState, hours: float) -> dict[str, float]:
         "hours": round(hours, 4),
         "gpu_seconds": round(state.gpu_seconds, 3),
         "tokens": float(state.tokens),
+        # The agent proposer's use, for runs that have any (older runs keep their four keys).
+        **({"usd": round(state.usd, 6), "tool_calls": float(state.tool_calls), "model_calls": float(state.model_calls)}
+           if state.tool_calls or state.model_calls else {}),
     }
 
 
@@ -136,10 +140,16 @@ def stop_reason(goal: Goal, budget: Budget, state: RunState, hours: float) -> st
         return "budget_gpu_seconds"
     if budget.tokens is not None and state.tokens >= budget.tokens:
         return "budget_tokens"
+    if budget.usd is not None and state.usd >= budget.usd:
+        return "budget_usd"
     plateau = budget.plateau_iterations
     if plateau is not None and state.iteration - state.last_improvement_iteration >= plateau:
         return "plateau"
     return ""
+
+
+def usd_left(budget: Budget, state: RunState) -> Optional[float]:
+    return None if budget.usd is None else max(0.0, budget.usd - state.usd)
 
 
 def tokens_left(budget: Budget, state: RunState) -> Optional[int]:

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 OBJECTIVES = ("speedup", "roofline")
-PROPOSER_KINDS = ("search", "llm")
+PROPOSER_KINDS = ("search", "llm", "agent")
+# The agent proposer's default cap on tool calls per candidate, and the most a run may allow.
+AGENT_TOOL_CALLS = 12
+AGENT_TOOL_CALLS_MAX = 200
 
 
 @dataclass
@@ -93,6 +96,8 @@ class Budget:
     gpu_seconds: Optional[float] = None
     tokens: Optional[int] = None
     plateau_iterations: Optional[int] = None
+    # Money spent on model tokens, in US dollars, at the proposer's ``usd_per_million_tokens``.
+    usd: Optional[float] = None
 
     def problems(self) -> list[str]:
         errors = []
@@ -106,6 +111,8 @@ class Budget:
             errors.append(f"budget tokens must be > 0, got {self.tokens}")
         if self.plateau_iterations is not None and not self.plateau_iterations >= 1:
             errors.append(f"budget plateau_iterations must be >= 1, got {self.plateau_iterations}")
+        if self.usd is not None and not self.usd > 0:
+            errors.append(f"budget usd must be > 0, got {self.usd}")
         return errors
 
 
@@ -118,6 +125,11 @@ class ProposerConfig:
     base_url: Optional[str] = None
     temperature: Optional[float] = None
     seed: int = 0
+    # The agent proposer: tool calls allowed per candidate, the cap on one reply's tokens, and the
+    # price the run's money budget counts tokens at (none given: money is not counted).
+    max_tool_calls: int = AGENT_TOOL_CALLS
+    max_output_tokens: Optional[int] = None
+    usd_per_million_tokens: Optional[float] = None
 
     def problems(self) -> list[str]:
         errors = []
@@ -125,4 +137,11 @@ class ProposerConfig:
             errors.append(f"proposer kind must be one of {', '.join(PROPOSER_KINDS)}, got {self.kind!r}")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             errors.append(f"proposer temperature must be in [0, 2], got {self.temperature}")
+        if not 0 <= self.max_tool_calls <= AGENT_TOOL_CALLS_MAX:
+            errors.append(f"proposer max_tool_calls must be between 0 and {AGENT_TOOL_CALLS_MAX}, "
+                          f"got {self.max_tool_calls}")
+        if self.max_output_tokens is not None and not self.max_output_tokens >= 16:
+            errors.append(f"proposer max_output_tokens must be >= 16, got {self.max_output_tokens}")
+        if self.usd_per_million_tokens is not None and not self.usd_per_million_tokens >= 0:
+            errors.append(f"proposer usd_per_million_tokens must be >= 0, got {self.usd_per_million_tokens}")
         return errors

@@ -110,6 +110,10 @@ class ProposeResult:
     candidates: list[Candidate]
     tokens_used: int = 0
     errors: list[str] = field(default_factory=list)
+    # The agent proposer's use: money at the run's price, its tool and model calls.
+    usd_used: float = 0.0
+    tool_calls: int = 0
+    model_calls: int = 0
 
 
 @dataclass
@@ -252,6 +256,10 @@ class RunState:
     # A champion inherited from the parent run (``OptimizeInput.start_from``), not yet judged in
     # this run: the first iteration evaluates it next to the proposals (``workflows/lineage.py``).
     inherited: Optional[BestKernel] = None
+    # The agent proposer's use so far (``ProposeResult``): money, tool calls, model calls.
+    usd: float = 0.0
+    tool_calls: int = 0
+    model_calls: int = 0
 
 
 START_KINDS = ("continue", "fork")
