@@ -69,7 +69,7 @@ async def tool(request: AgentToolInput, evaluate_queue: str, judge_timeout_s: fl
                summary: str) -> AgentToolResult:
     """Activity "agent_judge_tool" on the evaluation queue for a tool that runs the judge, else
     "agent_read_tool" on the workflow's own queue (which also answers refused and malformed calls)."""
-    if request.refusal is None and request.call.name in JUDGE_TOOLS:
+    if request.refusal is None and request.call.name in JUDGE_TOOLS and not request.call.bad:
         return await workflow.execute_activity(
             "agent_judge_tool", request, result_type=AgentToolResult, task_queue=evaluate_queue,
             schedule_to_start_timeout=timedelta(seconds=gpu_wait_s),

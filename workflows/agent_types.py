@@ -47,6 +47,8 @@ class AgentToolCall:
     position: int
     call_id: str
     name: str
+    # Its arguments cannot be used (not JSON, missing fields): answered with the error, never run.
+    bad: bool = False
 
 
 @dataclass

@@ -86,18 +86,18 @@ def read_reply(completion: Any, history: list[dict[str, Any]], limit: Optional[i
     reply = Reply(stored, finish, tokens)
     for position, call in enumerate(calls):
         name, arguments = call["function"]["name"], call["function"]["arguments"]
+        try:
+            parsed = parse_arguments(name, arguments)
+        except BadArguments:
+            parsed = None  # answered with the error by the tool step
         if name in (SUBMIT_TOOL, GIVE_UP_TOOL):
-            try:
-                parsed = parse_arguments(name, arguments)
-            except BadArguments:
-                parsed = None  # answered with the error by the tool step
             if parsed is not None and name == SUBMIT_TOOL:
                 reply.source, reply.strategy = parsed["source"], parsed["strategy"][:200]
                 return reply
             if parsed is not None:
                 reply.gave_up = parsed["reason"][:REASON_LIMIT]
                 return reply
-        reply.tool_calls.append(AgentToolCall(position=position, call_id=call["id"], name=name))
+        reply.tool_calls.append(AgentToolCall(position=position, call_id=call["id"], name=name, bad=parsed is None))
     if calls:
         return reply
     parsed_reply = parse_reply(content)
