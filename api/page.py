@@ -153,6 +153,14 @@ def _llm_link(row: dict) -> str:
     return f' <a class="llm-link" href="{esc(url)}?format=text">LLM prompt and reply</a>' if url else ""
 
 
+def _agent_steps(row: dict) -> str:
+    steps = row.get("agent_steps") or []
+    if not steps:
+        return ""
+    items = "".join(f"<li>{esc(step)}</li>" for step in steps)
+    return f'<details class="agent-steps"><summary>{len(steps)} agent steps</summary><ol>{items}</ol></details>'
+
+
 def _notebook(view: NotebookView) -> str:
     parts = []
     if view.steering:
@@ -179,7 +187,7 @@ def _notebook(view: NotebookView) -> str:
         f"<td>{'' if row['speedup'] is None else esc(format(row['speedup'], '.3f'))}</td>"
         f'<td class="times">{_times_cell(row.get("times") or [])}</td>'
         f'<td class="gpu">{esc(row.get("gpu") or "—")}</td>'
-        f"<td>{esc(row['note'])}{_llm_link(row)}</td></tr>"
+        f"<td>{esc(row['note'])}{_llm_link(row)}{_agent_steps(row)}</td></tr>"
         for row in view.rows
     )
     table = (

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernels.registry import builtin_problem_names
 from workflows.notebook import HINT_LIMIT
+from workflows.run_spec import AGENT_TOOL_CALLS_MAX
 from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, OptimizeInput, ProposerConfig
 
 # The limits below are checked by the dataclasses' ``problems()`` (one message per problem, in
@@ -89,6 +90,8 @@ class BudgetIn(Strict):
     gpu_seconds: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0})
     tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
     plateau_iterations: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
+    usd: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0},
+                                 description="Money for model tokens, at proposer.usd_per_million_tokens")
 
     def to_budget(self) -> Budget:
         return Budget(**self.model_dump())
@@ -100,6 +103,13 @@ class ProposerIn(Strict):
     base_url: Optional[str] = None
     temperature: Optional[float] = Field(None, json_schema_extra={"minimum": 0, "maximum": 2})
     seed: int = ProposerConfig.seed
+    max_tool_calls: int = Field(ProposerConfig.max_tool_calls,
+                                json_schema_extra={"minimum": 0, "maximum": AGENT_TOOL_CALLS_MAX},
+                                description="agent: tool calls allowed per candidate")
+    max_output_tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 16},
+                                             description="agent: the cap on one model reply's tokens")
+    usd_per_million_tokens: Optional[float] = Field(None, json_schema_extra={"minimum": 0},
+                                                    description="agent: the price budget.usd counts tokens at")
 
     def to_config(self) -> ProposerConfig:
         return ProposerConfig(**self.model_dump())

@@ -57,10 +57,32 @@ def _exchange_text(exchange: LLMExchange) -> str:
         f"model {transcript.get('model', '?')} at {transcript.get('endpoint', '?')}, "
         f"{transcript.get('tokens', '?')} tokens",
     ]
+    lines += _agent_lines(transcript)
     for message in transcript.get("messages", []):
         lines += ["", f"===== {message.get('role', '?')} =====", str(message.get("content", ""))]
+        lines += [f"-> tool call {c.get('name')}({c.get('arguments')})" for c in message.get("tool_calls") or []]
     lines += ["", "===== reply =====", str(transcript.get("reply", ""))]
     return "\n".join(lines) + "\n"
+
+
+def _agent_lines(transcript: dict) -> list[str]:
+    """An agent's steps, one line each (kind, tool, arguments, result summary, seconds), and its use."""
+    if not transcript.get("agent"):
+        return []
+    usage = transcript.get("usage") or {}
+    lines = ["", "===== agent steps =====",
+             f"{usage.get('model_calls', 0)} model calls, {usage.get('tool_calls', 0)} tool calls, "
+             f"{usage.get('tokens', 0)} tokens, {usage.get('wall_s', 0)} s wall"
+             + (f", ${usage['usd']:.4f}" if usage.get("usd") else "")]
+    if transcript.get("error"):
+        lines.append(f"no candidate: {transcript['error']}")
+    for number, step in enumerate(transcript.get("steps") or [], start=1):
+        mark = "" if step.get("ok", True) else " [failed]"
+        arguments = f"({step['arguments']})" if step.get("arguments") else ""
+        tokens = f", {step['tokens']} tokens" if step.get("tokens") else ""
+        lines.append(f"{number:3}. {step.get('kind')} {step.get('name')}{arguments}{mark}: {step.get('summary', '')} "
+                     f"[{step.get('seconds', 0)} s{tokens}]")
+    return lines
 
 
 @router.get(

@@ -71,6 +71,18 @@ def _report(session, sha: Optional[str]) -> Any:
         return None
 
 
+def _agent_steps(session, sha: Optional[str]) -> list[str]:
+    """An agent-written attempt's steps, one short line each (empty for other attempts)."""
+    transcript = _report(session, sha)
+    if not isinstance(transcript, dict) or not transcript.get("agent"):
+        return []
+    return [
+        f"{step.get('kind')} {step.get('name')}" + (f"({step['arguments']})" if step.get("arguments") else "")
+        + ("" if step.get("ok", True) else " failed") + f": {step.get('summary', '')} ({step.get('seconds', 0)} s)"
+        for step in transcript.get("steps") or []
+    ]
+
+
 def _store_view(url: str, run_id: str) -> dict:
     if not service.plausible_run_id(run_id):
         raise service.RunNotFound(run_id)
@@ -91,6 +103,7 @@ def _store_view(url: str, run_id: str) -> dict:
                     "note": a.message,
                     "times": shape_times(_report(session, a.report_sha)),
                     "llm_url": service.llm_url(a),
+                    "agent_steps": _agent_steps(session, a.llm_sha),
                     "gpu": _gpu_cell(a),
                 }
             )

@@ -138,7 +138,7 @@ async def _check_problem_served(temporal, settings, name: str) -> None:
 
 async def _check_proposer(temporal, settings, proposer) -> None:
     """Refuse an LLM run no CPU worker can serve: none polling has an endpoint configured."""
-    if proposer.kind != "llm" or proposer.base_url:
+    if proposer.kind not in ("llm", "agent") or proposer.base_url:
         return
     try:
         polling, offering = await temporal.cpu_workers(settings.worker_wait_s)
@@ -154,7 +154,7 @@ async def _check_proposer(temporal, settings, proposer) -> None:
     )
     raise HTTPException(
         status.HTTP_409_CONFLICT,
-        f"run not started: the llm proposer has no endpoint: {who}. Set MARATHON_LLM_BASE_URL "
+        f"run not started: the {proposer.kind} proposer has no endpoint: {who}. Set MARATHON_LLM_BASE_URL "
         "(e.g. http://my-vllm:8000/v1), MARATHON_LLM_MODEL and, if the endpoint needs one, "
         "MARATHON_LLM_API_KEY in the CPU worker's environment (for `marathon up`, in its environment) "
         "and restart it; or give proposer.base_url in the request",

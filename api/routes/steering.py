@@ -148,6 +148,8 @@ def _check_hint(
         return knobs, errors, None, ""
     if proposer == "llm":
         return knobs, [], "llm", "the LLM proposer reads it in its next prompt"
+    if proposer == "agent":
+        return knobs, [], "agent", "the agent proposer reads it in the notebook (its read_notebook tool)"
     if knobs:
         settings = " ".join(f"{k}={v}" for k, v in knobs.items())
         return knobs, [], "search", f"the search proposer tries {settings} on the best point in its next iteration"

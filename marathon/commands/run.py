@@ -16,7 +16,7 @@ from typing import Any
 from marathon.commands import lineage
 from marathon.commands.connection import calling_api, common_options
 from marathon.commands.display import follow, link_lines
-from workflows.types import OBJECTIVES
+from workflows.types import OBJECTIVES, PROPOSER_KINDS
 
 
 def register(subparsers) -> None:
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     run.add_argument("--iterations", type=int, default=None, help="iteration budget")
     run.add_argument("--hours", type=float, default=None, help="wall-clock budget in hours")
     run.add_argument(
-        "--proposer", choices=("search", "llm"), default=None, help="who writes candidates (default: search)"
+        "--proposer", choices=PROPOSER_KINDS, default=None, help="who writes candidates (default: search)"
     )
     run.add_argument("--candidates", type=int, default=None, help="candidates per iteration")
     run.add_argument("--seed", type=int, default=None, help="proposer seed")
