@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any, Optional
 
-from fakes.openai_server import ScriptedReply
+from tests.fakes.openai_server import ScriptedReply
 
 
 def _body(message: dict[str, Any], finish_reason: str, total_tokens: Optional[int]) -> dict[str, Any]:
