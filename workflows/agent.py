@@ -116,7 +116,9 @@ class AgentConversationWorkflow:
         request = AgentModelInput(run_id=inp.run_id, proposer=inp.proposer, messages=list(self._messages),
                                   offer_tools=offer_tools, tokens_left=tokens_left)
         label = f"iter {inp.iteration} #{inp.index} · model call {used.model_calls + 1}"
+        asked = workflow.time()
         reply = await steps.model(request, label)
+        elapsed = round(workflow.time() - asked, 3)
         used.model_calls += 1
         used.tokens += reply.tokens
         if inp.proposer.usd_per_million_tokens is not None:
@@ -127,7 +129,7 @@ class AgentConversationWorkflow:
         summary = reply.note or ", ".join(call.name for call in reply.tool_calls) or (
             "candidate" if reply.source_sha else "gave up" if reply.gave_up is not None else "answer")
         self._steps.append(AgentStep(kind="model", name=reply.finish_reason or "reply", summary=summary[:SUMMARY_LIMIT],
-                                     seconds=reply.seconds, tokens=reply.tokens))
+                                     seconds=reply.seconds, tokens=reply.tokens, elapsed_s=elapsed))
         self._show()
         return reply
 
@@ -137,6 +139,7 @@ class AgentConversationWorkflow:
         request = AgentToolInput(run_id=inp.run_id, problem=inp.problem, message_sha=message_sha, call=call,
                                  context_sha=inp.context_sha, refusal=refusal)
         label = f"iter {inp.iteration} #{inp.index} · tool {call.name[:40]}"
+        asked = workflow.time()
         try:
             result = await steps.tool(request, inp.evaluate_queue, inp.judge_timeout_s, inp.gpu_wait_s, label)
         except ActivityError as failure:
@@ -150,7 +153,8 @@ class AgentConversationWorkflow:
             used.gpu_busy_s = round(used.gpu_busy_s + (result.gpu_busy_s or 0.0), 3)
         self._messages.append(result.message_sha)
         self._steps.append(AgentStep(kind="tool", name=call.name[:64], summary=result.summary[:SUMMARY_LIMIT],
-                                     seconds=result.seconds, ok=result.ok, arguments=result.arguments))
+                                     seconds=result.seconds, ok=result.ok, arguments=result.arguments,
+                                     elapsed_s=round(workflow.time() - asked, 3)))
         self._show()
 
     async def _finish(self, reply: Optional[AgentModelResult], error: Optional[str], cap: str

@@ -112,6 +112,9 @@ class AgentStep:
     ok: bool = True
     arguments: str = ""
     tokens: int = 0
+    # The step's time as the workflow saw it (scheduled to resumed): minus ``seconds``, what
+    # making it a durable step cost.
+    elapsed_s: float = 0.0
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """``marathon bench PROBLEM``: time our kernel against the baselines on this machine's GPU.
 ``marathon bench judge``: time whole judgements of the seeds, phase by phase (marathon/judge_bench.py).
-``marathon bench scale``: a run's evaluation throughput against its worker count (marathon/scale_bench.py)."""
+``marathon bench scale``: a run's evaluation throughput against its worker count (marathon/scale_bench.py).
+``marathon bench agent``: what the agent proposer's durable steps cost (marathon/agent_bench.py)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "(default 5)")
     scale.add_argument("--address", default=None, help="an existing Temporal (host:port); default: a dev server")
 
+    agent = parser.add_argument_group(
+        "marathon bench agent",
+        "With PROBLEM = agent: --candidates agent conversations of --tool-calls tool calls each through the real "
+        "workflow and agent activities on a Temporal dev server, against a scripted model over HTTP; prints per "
+        "candidate its model and tool calls, tokens, wall time and the overhead per durable step in ms.")
+    agent.add_argument("--tool-calls", type=int, default=20, help="tool calls per conversation (default 20)")
+    agent.add_argument("--candidates", type=int, default=2, help="conversations (default 2)")
+
 
 def handle_judge(args: argparse.Namespace) -> int:
     import sys
@@ -85,6 +94,18 @@ def handle_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def handle_agent(args: argparse.Namespace) -> int:
+    import sys
+
+    from marathon.agent_bench import run
+
+    try:
+        return run(args.tool_calls, args.candidates, sys.stdout)
+    except ValueError as error:
+        print(f"marathon bench agent: {error}", file=sys.stderr)
+        return 2
+
+
 def handle(args: argparse.Namespace) -> int:
     from kernels.bench import run
 
@@ -92,5 +113,7 @@ def handle(args: argparse.Namespace) -> int:
         return handle_judge(args)
     if args.problem == "scale":
         return handle_scale(args)
+    if args.problem == "agent":
+        return handle_agent(args)
 
     return run(args.problem, args.shapes, args.reps, args.json_path, graph_all=args.graph_all)
