@@ -74,7 +74,7 @@ async def test_impossible_goal_budget_and_proposer_say_why(api):
         (["body", "goal"], "a roofline fraction cannot exceed 1, got target 1.5"),
         (["body", "budget"], "budget iterations must be between 1 and 100000, got 0"),
         (["body", "budget"], "budget hours must be > 0 and at most 336 (two weeks), got 1000.0"),
-        (["body", "proposer"], "proposer kind must be one of search, llm, got 'oracle'"),
+        (["body", "proposer"], "proposer kind must be one of search, llm, agent, got 'oracle'"),
     ]
     assert (await api.http.get("/runs")).json()["count"] == 0
 

@@ -37,6 +37,7 @@ hours = 12
 gpu_seconds = 3600
 tokens = 2_000_000
 plateau_iterations = 25
+usd = 3.5
 
 [proposer]
 kind = "llm"
@@ -44,6 +45,9 @@ model = "qwen2.5-coder"
 base_url = "http://127.0.0.1:8080/v1"
 temperature = 0.4
 seed = 7
+max_tool_calls = 20
+max_output_tokens = 2048
+usd_per_million_tokens = 0.5
 """
 FULL_BODY = {
     "problem": "kda",
@@ -51,9 +55,11 @@ FULL_BODY = {
     "gpu_arch": "cpu",
     "from_run": "kda-20261202-parent",
     "goal": {"objective": "roofline", "target": 0.6, "tolerance": 0.05, "intent": "beat FLA at long contexts"},
-    "budget": {"iterations": 120, "hours": 12.0, "gpu_seconds": 3600.0, "tokens": 2_000_000, "plateau_iterations": 25},
+    "budget": {"iterations": 120, "hours": 12.0, "gpu_seconds": 3600.0, "tokens": 2_000_000, "plateau_iterations": 25,
+               "usd": 3.5},
     "proposer": {
         "kind": "llm", "model": "qwen2.5-coder", "base_url": "http://127.0.0.1:8080/v1", "temperature": 0.4, "seed": 7,
+        "max_tool_calls": 20, "max_output_tokens": 2048, "usd_per_million_tokens": 0.5,
     },
 }
 
