@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "candidate its model and tool calls, tokens, wall time and the overhead per durable step in ms.")
     agent.add_argument("--tool-calls", type=int, default=20, help="tool calls per conversation (default 20)")
     agent.add_argument("--candidates", type=int, default=2, help="conversations (default 2)")
+    agent.add_argument("--tools", default="read_problem",
+                       help="tools the scripted model calls in turn, comma-separated (default read_problem; "
+                       "compile,run,time,ncu run the judge on the problem's seed kernel)")
 
 
 def handle_judge(args: argparse.Namespace) -> int:
@@ -100,7 +103,8 @@ def handle_agent(args: argparse.Namespace) -> int:
     from marathon.agent_bench import run
 
     try:
-        return run(args.tool_calls, args.candidates, sys.stdout)
+        tools = tuple(name.strip() for name in args.tools.split(",") if name.strip())
+        return run(args.tool_calls, args.candidates, sys.stdout, tools, args.device)
     except ValueError as error:
         print(f"marathon bench agent: {error}", file=sys.stderr)
         return 2
