@@ -103,16 +103,17 @@ class ProposerIn(Strict):
     base_url: Optional[str] = None
     temperature: Optional[float] = Field(None, json_schema_extra={"minimum": 0, "maximum": 2})
     seed: int = ProposerConfig.seed
-    max_tool_calls: int = Field(ProposerConfig.max_tool_calls,
-                                json_schema_extra={"minimum": 0, "maximum": AGENT_TOOL_CALLS_MAX},
-                                description="agent: tool calls allowed per candidate")
+    max_tool_calls: Optional[int] = Field(None, json_schema_extra={"minimum": 0, "maximum": AGENT_TOOL_CALLS_MAX},
+                                          description=f"agent: tool calls allowed per candidate (default "
+                                          f"{ProposerConfig.max_tool_calls})")
     max_output_tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 16},
                                              description="agent: the cap on one model reply's tokens")
     usd_per_million_tokens: Optional[float] = Field(None, json_schema_extra={"minimum": 0},
                                                     description="agent: the price budget.usd counts tokens at")
 
     def to_config(self) -> ProposerConfig:
-        return ProposerConfig(**self.model_dump())
+        # A field left out keeps the config's default.
+        return ProposerConfig(**{key: value for key, value in self.model_dump().items() if value is not None})
 
 
 class RunCreate(Strict):
