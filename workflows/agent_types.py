@@ -24,7 +24,7 @@ TOOL_NAMES = JUDGE_TOOLS + READ_TOOLS + (SUBMIT_TOOL, GIVE_UP_TOOL)
 
 @dataclass
 class AgentPrepareInput:
-    """One iteration's conversations: what they start from is built once, for ``count`` candidates."""
+    """One iteration's conversations: what they start from is built once, for ``request.count`` candidates."""
 
     # What the loop gives any proposer (its goal, notebook, best kernel, feedback and count).
     request: ProposeInput

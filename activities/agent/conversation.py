@@ -40,6 +40,19 @@ from workflows.agent_types import (
 from workflows.run_spec import ProposerConfig
 
 SUMMARY_LIMIT = 160
+# The run's tokens left cap a reply only when they are fewer than this: a max_tokens near a whole
+# run's budget is refused by servers whose context is smaller, and the budget is checked anyway.
+RUN_CAP_BELOW = 8192
+MIN_REPLY_TOKENS = 16
+
+
+def reply_cap(max_output_tokens: Optional[int], tokens_left: Optional[int]) -> Optional[int]:
+    """The ``max_tokens`` of one model call: the proposer's cap, lowered to the run's tokens left
+    when those are few; None leaves the endpoint's default."""
+    limit = max_output_tokens
+    if tokens_left is not None and (limit is not None or tokens_left < RUN_CAP_BELOW):
+        limit = max(MIN_REPLY_TOKENS, min(limit or tokens_left, tokens_left))
+    return limit
 
 
 class AgentActivities:
@@ -94,9 +107,7 @@ class AgentActivities:
         options: dict[str, Any] = {"model": model, "messages": history, "temperature": temperature}
         if input.offer_tools:
             options["tools"] = TOOL_SPECS
-        limit = input.proposer.max_output_tokens
-        if input.tokens_left is not None:
-            limit = max(16, min(limit or input.tokens_left, input.tokens_left))
+        limit = reply_cap(input.proposer.max_output_tokens, input.tokens_left)
         if limit is not None:
             options["max_tokens"] = limit
         started = time.monotonic()

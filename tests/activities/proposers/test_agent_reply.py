@@ -100,3 +100,17 @@ def test_bad_arguments_say_what_to_send(name, text, message):
 def test_the_tools_offered_are_the_tools_answered():
     assert [spec["function"]["name"] for spec in TOOL_SPECS] == list(TOOL_NAMES)
     assert shown_arguments({"source": "a\nb\nc", "shape": 1}) == "source: 5 chars, 3 lines; shape: 1"
+
+
+@pytest.mark.parametrize("max_output_tokens, tokens_left, cap", [
+    (None, None, None),           # the endpoint's default
+    (None, 2_000_000, None),      # a whole run's budget is no reply's cap
+    (None, 150, 150),             # a few tokens left cap the reply
+    (4096, 2_000_000, 4096),
+    (4096, 100, 100),
+    (64, 5, 16),                  # never below a usable reply
+])
+def test_a_replys_token_cap(max_output_tokens, tokens_left, cap):
+    from activities.agent.conversation import reply_cap
+
+    assert reply_cap(max_output_tokens, tokens_left) == cap
