@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import threading
 import uuid
@@ -130,6 +131,7 @@ async def bench(tool_calls: int, candidates: int, out: TextIO, tools: tuple[str,
     if unknown or not tools:
         raise ValueError(f"tools must be among {', '.join(JUDGE_TOOLS + READ_TOOLS)}, got {', '.join(tools)}")
     from activities.agent.judge_tools import AgentJudgeTools
+    from activities.gpu_busy import gpu_index
     from marathon.workers import default_device
     source = get_problem(PROBLEM).seed_source()
     rows = []
@@ -141,11 +143,14 @@ async def bench(tool_calls: int, candidates: int, out: TextIO, tools: tuple[str,
         upgrade(url)
         model = stack.enter_context(ScriptedModel(tool_calls, source, tools))
         device = device or default_device()
+        # NVML's index of the GPU the judge tools use, for their busy seconds (none on the CPU).
+        judge_tools = AgentJudgeTools(url, device=device,
+                                      gpu_index=gpu_index(os.environ) if device == "cuda" else None).judge_tool
         tag = uuid.uuid4().hex[:8]
         settings = Settings(_env_file=None, home=home, llm_base_url=model.base_url, llm_model="scripted")
         loop = await stack.enter_async_context(local_loop(
             client, settings, task_queue=f"agent-bench-{tag}", evaluate_queue=f"agent-bench-eval-{tag}",
-            database_url=url, evaluate_activities=[instant_evaluate, AgentJudgeTools(url, device=device).judge_tool]))
+            database_url=url, evaluate_activities=[instant_evaluate, judge_tools]))
         run_id = f"agent-bench-{tag}"
         await loop.execute(OptimizeInput(
             run_id=run_id, problem=PROBLEM, goal=Goal(target=100.0), budget=Budget(iterations=1),

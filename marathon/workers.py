@@ -163,7 +163,7 @@ def build_gpu_worker(
         activities = [Evaluator(url, device=device, insecure_no_isolation=settings.insecure_no_isolation,
                                 lease_path=settings.gpu_lease, gpu_index=index, referees=referees).evaluate,
                       AgentJudgeTools(url, device=device, insecure_no_isolation=settings.insecure_no_isolation,
-                                      lease_path=settings.gpu_lease, gpu_index=index).judge_tool]
+                                      lease_path=settings.gpu_lease, gpu_index=index, referees=referees).judge_tool]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device)
     return Worker(
