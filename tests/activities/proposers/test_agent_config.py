@@ -63,3 +63,16 @@ def test_the_cli_flag_takes_agent(capsys):
         main(["run", "kda", "--proposer", "oracle", "--print-config"])
     assert exit_.value.code == 2
     assert "choose from search, llm, agent" in capsys.readouterr().err.replace("'", "")
+
+
+def test_a_spent_money_budget_stops_the_run_and_agent_use_shows_in_budget_used():
+    from workflows import rules
+    from workflows.types import Goal, RunState
+
+    spent = RunState(usd=1.2, tool_calls=7, model_calls=9, tokens=5000)
+    assert rules.stop_reason(Goal(), Budget(usd=1.0), spent, 0.1) == "budget_usd"
+    assert rules.stop_reason(Goal(), Budget(usd=2.0), spent, 0.1) == ""
+    assert rules.budget_used(spent, 0.1) == {"iterations": 0.0, "hours": 0.1, "gpu_seconds": 0.0, "tokens": 5000.0,
+                                             "usd": 1.2, "tool_calls": 7.0, "model_calls": 9.0}
+    # Runs of the other proposers keep the four keys they always had.
+    assert set(rules.budget_used(RunState(tokens=10), 0.1)) == {"iterations", "hours", "gpu_seconds", "tokens"}
