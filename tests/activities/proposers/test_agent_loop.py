@@ -127,3 +127,25 @@ async def test_the_tool_call_cap_and_the_run_token_cap_hold(temporal_env, fake_l
     assert total == 1 and attempts[0].status == "proposal_error"
     assert "token budget is spent" in attempts[0].message
     assert record["usage"]["tool_calls"] == 1 and record["usage"]["model_calls"] == 2
+
+
+async def test_an_agent_run_without_an_endpoint_fails_with_what_to_set(temporal_env, store_url, tmp_path):
+    from temporalio.client import WorkflowFailureError
+
+    from marathon.settings import Settings
+
+    settings = Settings(_env_file=None, home=tmp_path, llm_base_url=None)
+    queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
+    run_id = f"run-agent-{uuid.uuid4().hex[:8]}"
+    async with local_loop(temporal_env.client, settings, task_queue=queue, evaluate_queue=evaluate_queue,
+                          database_url=store_url, evaluate_activities=[evaluate]) as loop:
+        try:
+            await loop.execute(agent_run(run_id, evaluate_queue, ProposerConfig(kind="agent"), Budget(iterations=3)))
+        except WorkflowFailureError as failure:
+            reason = str(failure.cause)
+        else:
+            raise AssertionError("the run should have failed")
+    assert "the agent proposer cannot work (iteration 1)" in reason and "MARATHON_LLM_BASE_URL" in reason
+    with session_scope(store_url) as session:
+        run = get_run(session, run_id)
+        assert run.status == "failed" and list_attempts(session, run_id, limit=1)[1] == 0
