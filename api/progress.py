@@ -85,12 +85,14 @@ def candidates_line(run: dict[str, Any]) -> str:
     rows = run.get("candidates")
     if not isinstance(rows, list) or not rows:
         return ""
-    parts = []
+    groups: dict[Any, list[str]] = {}
     for row in rows:
         if isinstance(row, dict):
-            parts.append(f"#{row.get('index', '?')} {row.get('state', '?')}")
-    head = f"iteration {run['candidates_iteration']}" if run.get("candidates_iteration") else "candidates"
-    return f"{head}: " + ", ".join(parts)
+            # The steady loop shows several iterations at once; older rows carry none.
+            iteration = row.get("iteration") or run.get("candidates_iteration")
+            groups.setdefault(iteration, []).append(f"#{row.get('index', '?')} {row.get('state', '?')}")
+    return "; ".join(f"{f'iteration {iteration}' if iteration else 'candidates'}: " + ", ".join(parts)
+                     for iteration, parts in groups.items())
 
 
 def percent(fraction: Any) -> str:

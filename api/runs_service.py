@@ -67,7 +67,8 @@ def live_candidates(live: LiveState) -> list[dict[str, Any]]:
     status = live.run_status
     if status is None:
         return []
-    rows = [{"index": c.index, "strategy": c.strategy, "state": c.state} for c in status.candidates]
+    rows = [{"index": c.index, "strategy": c.strategy, "state": c.state, "iteration": c.iteration}
+            for c in status.candidates]
     in_flight = [row for row in rows if row["state"] in ("evaluating", "confirming")]
     if len(in_flight) != len(live.evaluations):
         return rows  # an evaluation just finished and the workflow has not seen it yet: no matching

@@ -1,11 +1,14 @@
 """``OptimizeKernelWorkflow``: one durable optimization run.
 
-Each iteration proposes K candidates (activity "propose", CPU queue), evaluates them in
-parallel (activity "evaluate", the GPU queue of the requested architecture), confirms a new
-champion with a second, paired timing, records every attempt (activity "record"), updates the
-best, the notebook and what the Web UI shows, and compacts the notebook when it grows
-(activity "compact"). The run stops on the goal, a budget, a plateau or the user's stop, and
-continues as new whenever the history grows, carrying its ``RunState``.
+Each iteration proposes K candidates (activity "propose", CPU queue), evaluates them (activity
+"evaluate", the GPU queue of the requested architecture), confirms a new champion with a second,
+paired timing, records every attempt (activity "record"), updates the best, the notebook and what
+the Web UI shows, and compacts the notebook when it grows (activity "compact"). Iterations
+overlap: the steady loop (``workflows/steady.py``) keeps a window of evaluations in flight and
+proposes the next iteration while earlier ones are judged; runs whose history began before it
+replay the lock-step loop (``workflows/lockstep.py``). The run stops on the goal, a budget, a
+plateau or the user's stop, and continues as new whenever the history grows, carrying its
+``RunState``.
 
 Activities are called by name (``workflows.steps``): nothing heavy (torch, triton, the store) is
 reachable from here. The run's rules are in ``workflows.rules``, its memory in ``workflows.notebook``
@@ -14,18 +17,18 @@ and what the Web UI shows in ``workflows.ui_text``; this module holds the loop a
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Optional
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import agent, lineage, messages, rules, steps, ui_text
+    from workflows import lineage, lockstep, messages, rules, steps, ui_text
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.candidates import CandidateBoard
+    from workflows.steady import SteadyLoop
     from workflows.types import (
         Candidate,
         EvaluateResult,
@@ -33,7 +36,6 @@ with workflow.unsafe.imports_passed_through():
         Notebook,
         OptimizeInput,
         OptimizeResult,
-        ProposeResult,
         RunState,
         RunStatus,
     )
@@ -41,7 +43,10 @@ with workflow.unsafe.imports_passed_through():
 # A proposer that fails without retry (no LLM endpoint configured, a request the endpoint rejects)
 # cannot work on the next iteration either: the run ends ``failed`` with the reason. Runs whose
 # history predates this rule replay as they ran (they skipped the iteration).
-PROPOSER_FAILS_RUN = "proposer-failure-fails-run"
+PROPOSER_FAILS_RUN = lockstep.PROPOSER_FAILS_RUN
+# Runs started from here on keep a window of evaluations in flight (``workflows/steady.py``);
+# histories without this marker replay the lock-step loop they ran.
+STEADY_LOOP = "steady-loop"
 # Whoever starts a run names its evaluation queue (the API: the settings' prefix and the
 # architecture); a new run without one fails at start. Runs started before that rule carried no
 # queue and meant "marathon-gpu-<gpu_arch>": their histories replay without this marker, so they
@@ -137,6 +142,8 @@ class OptimizeKernelWorkflow:
             lineage.seed_state(state, input.start_from)
         self._publish()
         await self._sync_store(create=first_segment)
+        if workflow.patched(STEADY_LOOP):
+            return await SteadyLoop(self).run()
 
         iterations_here = 0
         while True:
@@ -152,7 +159,7 @@ class OptimizeKernelWorkflow:
                 continue
             if iterations_here >= self._input.continue_as_new_every or workflow.info().is_continue_as_new_suggested():
                 await self._continue_as_new()
-            await self._iterate(state.iteration + 1)
+            await lockstep.iterate(self, state.iteration + 1)
             iterations_here += 1
 
         return await self._finish(reason)
@@ -199,63 +206,6 @@ class OptimizeKernelWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         raise ApplicationError(reason, type="RunFailed", non_retryable=True)
 
-    async def _iterate(self, iteration: int) -> None:
-        state, inp = self._state, self._input
-        proposal = await self._propose(iteration)
-        if proposal is None and self._fatal:
-            return  # not counted: the run ends failed
-        if proposal is None:
-            state.iteration = iteration
-            return
-        candidates = proposal.candidates
-        results = await self._evaluate_all(iteration, candidates)
-        if results is None:
-            return  # stopped, or no evaluation worker (the run paused itself and redoes this iteration)
-        state.inherited = None  # judged in this run now: from here on only this run's own best counts
-        champion = await self._confirm_champion(iteration, candidates, results)
-        await self._record_all(iteration, candidates, results, champion)
-
-        for candidate, result in zip(candidates, results):
-            state.gpu_seconds += result.gpu_seconds
-            nb.add_attempt(state.notebook, iteration, candidate, result)
-        state.last_feedback = nb.iteration_feedback(candidates, results, proposal.errors)
-        if champion is not None:
-            position, confirmed = champion
-            state.best = rules.promote(candidates[position], iteration, confirmed)
-            state.last_improvement_iteration = iteration
-        self._last_statuses = [result.status for result in results]
-        state.iteration = iteration
-        if nb.needs_compaction(state.notebook, inp.notebook_limit):
-            await self._compact(iteration)
-        self._phase = "iteration done"
-        self._publish()
-
-    async def _propose(self, iteration: int) -> Optional[ProposeResult]:
-        state, inp = self._state, self._input
-        self._phase = "proposing"
-        self._details(f"proposing {inp.candidates_per_iteration}")
-        request = messages.propose_request(inp, state, iteration)
-        summary = f"iter {iteration} · propose {inp.candidates_per_iteration}"
-        try:
-            if inp.proposer.kind == "agent":
-                # Counts its tokens into the state itself, as each conversation ends.
-                result = await agent.propose(inp, state, request, summary)
-            else:
-                result = await steps.propose(request, summary)
-                state.tokens += result.tokens_used
-        except ActivityError as error:
-            message = f"iter {iteration}: the proposer failed: {steps.failure_message(error)}"
-            workflow.logger.warning(message)
-            if error.retry_state == RetryState.NON_RETRYABLE_FAILURE and workflow.patched(PROPOSER_FAILS_RUN):
-                cause = getattr(error.cause, "message", "") or steps.failure_message(error)
-                self._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
-                return None
-            state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
-            return None
-        result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
-        self._board.start(iteration, result.candidates)
-        return result
-
     def _adopt_legacy_queue(self) -> None:
         """An old run's missing queue becomes the one it always meant (see EVALUATE_QUEUE_REQUIRED)."""
         if self._input.evaluate_task_queue is None and not workflow.patched(EVALUATE_QUEUE_REQUIRED):
@@ -271,99 +221,6 @@ class OptimizeKernelWorkflow:
         request = messages.evaluate_request(inp, iteration, candidate, confirm)
         summary = ui_text.evaluate_summary(iteration, candidate, total, confirm)
         return await steps.evaluate(request, self._evaluate_queue(), inp.gpu_wait_s, summary)
-
-    def _stopping(self) -> bool:
-        return self._state.stop_requested
-
-    async def _evaluate_all(self, iteration: int, candidates: list[Candidate]) -> Optional[list[EvaluateResult]]:
-        self._phase = "evaluating"
-        self._details(f"evaluating {len(candidates)}")
-        total = len(candidates)
-        pending = [
-            self._board.track(position, self._evaluate(iteration, candidate, total), self._stopping)
-            for position, candidate in enumerate(candidates)
-            if candidate.error is None
-        ]
-        batch = asyncio.gather(*pending, return_exceptions=True)
-        # A stop does not wait for evaluations that may run for many minutes on a GPU: they
-        # are cancelled (the GPU worker hears it at its next heartbeat) and the unfinished
-        # iteration is neither recorded nor counted.
-        await workflow.wait_condition(lambda: batch.done() or self._state.stop_requested)
-        if not batch.done():
-            batch.cancel()
-            try:
-                await batch
-            except asyncio.CancelledError:
-                pass
-            return None
-        results, missing_worker = steps.evaluation_results(candidates, batch.result())
-        if missing_worker:
-            self._state.paused = True
-            self._state.pause_reason = ui_text.no_worker_reason(self._evaluate_queue(), self._input.gpu_wait_s)
-            self._store_dirty = True
-            workflow.logger.warning(self._state.pause_reason)
-            return None
-        return results
-
-    async def _confirm_champion(
-        self, iteration: int, candidates: list[Candidate], results: list[EvaluateResult]
-    ) -> Optional[tuple[int, EvaluateResult]]:
-        """Re-time the best challenger with a paired, longer measurement; it becomes the best
-        only if that confirmation still beats the current best. Returns (position, result)."""
-        goal, best = self._input.goal, self._state.best
-        position = rules.challenger(goal, best, results)
-        if position is None:
-            return None
-        if not self._input.confirm_champions:
-            return position, results[position]
-        self._phase = "confirming"
-        self._details(f"confirming #{candidates[position].index}")
-        first = results[position]
-        self._board.mark(position, "confirming")
-        try:
-            confirmed = await self._evaluate(iteration, candidates[position], len(candidates), confirm=True)
-        except ActivityError as error:
-            message = f"confirmation failed: {steps.failure_message(error)}"
-            confirmed = EvaluateResult(status="crashed", message=message)
-        confirmed.add_time_of(first)
-        self._board.mark(position, f"{first.status}, confirmation {confirmed.status}")
-        if rules.beats(goal, best, confirmed):
-            confirmed.message = ui_text.confirmed_note(goal, first, confirmed)
-            results[position] = confirmed
-            return position, confirmed
-        first.message = ui_text.unconfirmed_note(goal, first, confirmed)
-        first.take_time_of(confirmed)
-        return None
-
-    async def _record_all(
-        self,
-        iteration: int,
-        candidates: list[Candidate],
-        results: list[EvaluateResult],
-        champion: Optional[tuple[int, EvaluateResult]],
-    ) -> None:
-        self._phase = "recording"
-        best_position = champion[0] if champion is not None else None
-        requests = messages.record_requests(self._input.run_id, iteration, candidates, results, best_position)
-        total = len(candidates)
-        await asyncio.gather(
-            *[
-                steps.record(request, ui_text.attempt_summary(iteration, request.index, total, request.result))
-                for request in requests
-            ]
-        )
-
-    async def _compact(self, iteration: int) -> None:
-        state, inp = self._state, self._input
-        self._phase = "compacting"
-        request = messages.compact_request(inp, state)
-        try:
-            result = await steps.compact(request, f"iter {iteration} · compact {len(state.notebook.entries)} entries")
-            state.notebook = result.notebook
-            state.tokens += result.tokens_used
-        except ActivityError as error:
-            workflow.logger.warning("compaction failed, compacting deterministically: %s", steps.failure_message(error))
-            state.notebook = nb.compact(state.notebook, request.keep_recent)
 
     async def _sync_store(self, *, create: bool = False, stop_reason: Optional[str] = None) -> None:
         state = self._state

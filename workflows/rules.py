@@ -89,6 +89,14 @@ def challenger(goal: Goal, best: Optional[BestKernel], results: Sequence[Evaluat
     return chosen
 
 
+def outscores(goal: Goal, result: EvaluateResult, others: Sequence[EvaluateResult]) -> bool:
+    """True when ``result`` scores strictly above every one of ``others`` that has a score."""
+    value = result_value(goal, result)
+    if value is None:
+        return False
+    return all(value > other for other in (result_value(goal, o) for o in others) if other is not None)
+
+
 def promote(candidate: Candidate, iteration: int, result: EvaluateResult) -> BestKernel:
     """The confirmed challenger as the run's new best."""
     return BestKernel(

@@ -304,6 +304,9 @@ class OptimizeInput:
     gpu_wait_s: float = 1800.0
     evaluate_timeout_s: float = 900.0
     confirm_champions: bool = True
+    # How many evaluations the steady loop keeps in flight (``workflows/pipeline.py``): one per
+    # evaluation slot of the workers on the queue; 0 means one iteration's candidates.
+    evaluations_in_flight: int = 0
     # Set when the run continues or forks another run: its champion and notebook seed this one.
     start_from: Optional[StartFrom] = None
 
@@ -325,6 +328,8 @@ class CandidateState:
     index: int
     strategy: str = ""
     state: str = "proposed"
+    # Its iteration: the steady loop shows the candidates of every iteration in progress.
+    iteration: int = 0
 
 
 @dataclass

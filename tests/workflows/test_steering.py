@@ -135,8 +135,10 @@ async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_c
             result = await handle.result()
 
     assert (result.stop_reason, result.iterations) == ("budget_iterations", 1)
-    # Iteration 1 was proposed again after the resume, and recorded once.
-    assert [p.iteration for p in fake.proposals] == [1, 1]
+    # Iteration 1's candidates waited through the pause (proposed once), were evaluated after the
+    # resume and recorded once each.
+    assert [p.iteration for p in fake.proposals] == [1]
+    assert sorted((e.iteration, e.index) for e in fake.evaluations if not e.confirm) == [(1, 0), (1, 1), (1, 2)]
     assert sorted(key[1:] for key in fake.records) == [(1, 0), (1, 1), (1, 2)]
 
 
@@ -167,11 +169,14 @@ async def test_candidates_and_a_wait_for_a_worker_show_in_the_live_state(tempora
         live = await gateway.live_state(run_id)
         assert live.run_status is not None and live.run_status.candidates_iteration == 1
         assert live.run_status.evaluate_queue == evaluate_queue
-        assert [c.state for c in live.run_status.candidates] == ["evaluating"] * 3
+        # Iteration 1's three are in flight; the next iteration, proposed meanwhile, waits for a slot.
+        rows = [(c.iteration, c.state) for c in live.run_status.candidates]
+        assert rows[:3] == [(1, "evaluating")] * 3
+        assert all(row == (2, "proposed") for row in rows[3:])
         # Temporal hands out queued work in no set order: any one of the three may be the one running.
         started = [e.started for e in live.evaluations]
         assert sorted(started) == [False, False, True]
-        states = [row["state"] for row in live_candidates(live)]
+        states = [row["state"] for row in live_candidates(live) if row["iteration"] == 1]
         for running, state in zip(started, states):
             assert state == "evaluating" if running else state.startswith("waiting for a GPU worker (")
         line = waiting_line(live)
