@@ -1,13 +1,15 @@
 """``marathon bench scale``: how one run's evaluation throughput grows with its GPU workers.
 
 For each worker count N: N evaluation workers (one evaluation at a time each, as on a GPU) poll
-one task queue, and one run with N candidates per iteration goes through the real workflow on a
-Temporal dev server. The evaluator is a timed stand-in: each evaluation holds its worker for
-``evaluation_s`` seconds (heartbeating, as the real one does), so the numbers measure the loop's
-dispatch and what its shape costs (a champion's confirmation is one evaluation while the other
-workers wait), not a GPU. Reported per N: evaluations (candidates and confirmations), wall time,
-evaluations per hour, throughput against N times the one-worker throughput ("efficiency"), and
-each worker's busy fraction (time inside evaluations over the run's wall time).
+one task queue, and one run with N candidates per iteration and N evaluations in flight goes
+through the real workflow on a Temporal dev server. The evaluator is a timed stand-in: each
+evaluation holds its worker's stand-in "device" for ``evaluation_s`` seconds (heartbeating, as
+the real one does), so the numbers measure the loop's dispatch and what its shape costs, not a
+GPU. Reported per N: evaluations (candidates and confirmations), wall time, evaluations per
+hour, throughput against N times the one-worker throughput ("efficiency"), each worker's busy
+fraction over the run's wall time, each device's busy fraction over the steady-state window read
+by the same meter that reads NVML on a GPU (``activities/busy_meter.py``), and the run's event
+history in bytes per 100 attempts.
 
 On a machine with several GPUs the same shape runs with the real evaluator through
 ``marathon up`` (a pinned worker per GPU, ``marathon/gpu_node.py``); this module is the CPU half.
@@ -24,6 +26,7 @@ from typing import Optional, Sequence, TextIO
 
 from temporalio import activity
 
+from activities.busy_meter import BusyMeter, StandInDevice, steady_window
 from workflows.types import EvaluateInput, EvaluateResult
 
 # Heartbeats while an evaluation waits: how soon a cancellation reaches it (as on a GPU worker).
@@ -32,22 +35,28 @@ HEARTBEAT_EVERY_S = 0.2
 
 @dataclass
 class TimedEvaluator:
-    """An "evaluate" activity that holds its worker ``seconds`` and logs when (``busy``)."""
+    """An "evaluate" activity that holds its worker's stand-in device ``seconds`` and logs when
+    (``busy``); ``meter`` reads that device."""
 
     worker: str
     seconds: float
     busy: list[tuple[float, float]] = field(default_factory=list)
+    device: StandInDevice = field(default_factory=StandInDevice)
+
+    def __post_init__(self) -> None:
+        self.meter = BusyMeter(self.device.read)
 
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
         from marathon.commands.soak import drifting_score
 
-        started = time.monotonic()
-        deadline = started + self.seconds
-        while (left := deadline - time.monotonic()) > 0:
-            activity.heartbeat()
-            await asyncio.sleep(min(HEARTBEAT_EVERY_S, left))
-        self.busy.append((started, time.monotonic()))
+        with self.device.hold():
+            started = time.monotonic()
+            deadline = started + self.seconds
+            while (left := deadline - time.monotonic()) > 0:
+                activity.heartbeat()
+                await asyncio.sleep(min(HEARTBEAT_EVERY_S, left))
+            self.busy.append((started, time.monotonic()))
         status, speedup = drifting_score(input.iteration, input.index, input.confirm)
         return EvaluateResult(
             status=status,
@@ -70,6 +79,10 @@ class ScalePoint:
     busy_fractions: list[float]
     # The most evaluations that ran at one moment (N when the loop keeps every worker fed).
     peak_at_once: int
+    # Each device's busy fraction over the steady-state window (None: not enough of it read).
+    steady_busy: list[Optional[float]] = field(default_factory=list)
+    steady_s: float = 0.0
+    history_bytes: int = 0
 
     @property
     def per_hour(self) -> float:
@@ -108,24 +121,53 @@ async def measure(client, settings, workers: int, iterations: int, evaluation_s:
             worker = build_gpu_worker(own, settings, "cpu", task_queue=queue, activities=[evaluator.evaluate],
                                       graceful_shutdown_timeout=timedelta(seconds=1))
             await stack.enter_async_context(worker)
+        for evaluator in evaluators:
+            evaluator.meter.start()
+            stack.callback(evaluator.meter.close)
         started = time.monotonic()
+        run_id = f"scale-{workers}-{tag}"
         result = await loop.execute(
             OptimizeInput(
-                run_id=f"scale-{workers}-{tag}",
+                run_id=run_id,
                 problem="scale",
                 goal=Goal(target=100.0),
                 budget=Budget(iterations=iterations, hours=24.0),
                 candidates_per_iteration=workers,
+                evaluations_in_flight=workers,
                 evaluate_task_queue=queue,
             )
         )
         wall = time.monotonic() - started
+        history_bytes = await history_size(client, run_id)
     if result.iterations != iterations:
         raise RuntimeError(f"the run stopped after {result.iterations} of {iterations} iterations: "
                            f"{result.stop_reason}")
     busy = [sum(end - begin for begin, end in e.busy) / wall for e in evaluators]
     intervals = [interval for e in evaluators for interval in e.busy]
-    return ScalePoint(workers, result.iterations, len(intervals), wall, busy, peak_at_once(intervals))
+    window = steady_window(intervals)
+    steady = [e.meter.fraction(*window) for e in evaluators] if window else []
+    return ScalePoint(workers, result.iterations, len(intervals), wall, busy, peak_at_once(intervals), steady,
+                      window[1] - window[0] if window else 0.0, history_bytes)
+
+
+async def history_size(client, run_id: str) -> int:
+    """The bytes of the run's event histories, every continue-as-new segment together."""
+    total = 0
+    async for run in client.list_workflows(f"WorkflowId = '{run_id}'"):
+        history = await client.get_workflow_handle(run_id, run_id=run.run_id).fetch_history()
+        total += sum(event.ByteSize() for event in history.events)
+    return total
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def steady_text(fractions: Sequence[Optional[float]], combine) -> str:
+    """A percentage of the devices' steady busy fractions, "—" when one was not measured."""
+    if not fractions or any(f is None for f in fractions):
+        return "—"
+    return f"{100 * combine(fractions):.1f}"
 
 
 def peak_at_once(intervals: Sequence[tuple[float, float]]) -> int:
@@ -168,8 +210,9 @@ async def scale(worker_counts: Sequence[int], iterations: int, evaluation_s: flo
         print(f"scale: {iterations} iterations per run, N candidates per iteration on N workers, each evaluation "
               f"{evaluation_s:g} s (timed stand-in), Temporal {where}", file=out, flush=True)
         print("| workers | evaluations | at once (max) | wall s | evaluations / hour | x one worker | efficiency "
-              "| busy min % | busy mean % |", file=out)
-        print("|---|---|---|---|---|---|---|---|---|", file=out, flush=True)
+              "| busy min % | busy mean % | steady s | steady busy min % | steady busy mean % "
+              "| history bytes / 100 attempts |", file=out)
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", file=out, flush=True)
         for count in worker_counts:
             point = await measure(client, settings, count, iterations, evaluation_s)
             points.append(point)
@@ -179,5 +222,7 @@ async def scale(worker_counts: Sequence[int], iterations: int, evaluation_s: flo
             print(f"| {count} | {point.evaluations} | {point.peak_at_once} | {point.wall_s:.1f} | "
                   f"{point.per_hour:.0f} | {ratio:.2f} | "
                   f"{efficiency:.2f} | {100 * min(point.busy_fractions):.1f} | "
-                  f"{100 * sum(point.busy_fractions) / count:.1f} |", file=out, flush=True)
+                  f"{100 * sum(point.busy_fractions) / count:.1f} | {point.steady_s:.1f} | "
+                  f"{steady_text(point.steady_busy, min)} | {steady_text(point.steady_busy, mean)} | "
+                  f"{point.history_bytes * 100 / (point.iterations * point.workers):.0f} |", file=out, flush=True)
     return points

@@ -166,11 +166,13 @@ def build_gpu_worker(
                                       lease_path=settings.gpu_lease, gpu_index=index, referees=referees).judge_tool]
     if task_queue is None:
         task_queue = gpu_task_queue(settings, device)
+    # A caller may say how many at once (a test's stand-in for a GPU that takes several).
+    at_once = worker_options.pop("max_concurrent_activities", settings.evaluations_per_gpu if device == "cuda" else 1)
     return Worker(
         client,
         task_queue=task_queue,
         activities=list(activities),
-        max_concurrent_activities=settings.evaluations_per_gpu if device == "cuda" else 1,
+        max_concurrent_activities=at_once,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         **worker_options,
     )

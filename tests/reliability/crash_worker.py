@@ -4,7 +4,8 @@
 
 ``eval``: an evaluation worker whose evaluator scores by ``crash_scoring.score`` and, on the
 first evaluation of iteration N, writes FILE and then heartbeats forever (the test kills it
-there). ``cpu``: the workflow worker with a proposer that does the same at iteration N's
+there). With ``--hold-all K --concurrency C`` it takes C evaluations at once and holds every
+evaluation of iteration N, writing FILE once K of them are held (several in flight at the kill). ``cpu``: the workflow worker with a proposer that does the same at iteration N's
 proposal, and the real store activities on ``--database``.
 """
 
@@ -26,13 +27,23 @@ from workflows.types import EvaluateInput, EvaluateResult, ProposeInput, Propose
 class Holding(FakeLoop):
     held_file: Path = Path("/nonexistent")
     hold_iteration: int = -1
+    hold_all: int = 0
+    holding: int = 0
 
     async def _hold_if_due(self, iteration: int) -> None:
-        if iteration == self.hold_iteration and not self.held_file.exists():
+        if iteration != self.hold_iteration:
+            return
+        if self.hold_all:
+            self.holding += 1
+            if self.holding == self.hold_all:
+                self.held_file.write_text(str(iteration))
+        elif self.held_file.exists():
+            return
+        else:
             self.held_file.write_text(str(iteration))
-            while True:  # in flight until SIGKILL
-                activity.heartbeat()
-                await asyncio.sleep(0.2)
+        while True:  # in flight until SIGKILL
+            activity.heartbeat()
+            await asyncio.sleep(0.2)
 
     @activity.defn(name="propose")
     async def propose(self, input: ProposeInput) -> ProposeResult:
@@ -53,18 +64,20 @@ async def main() -> None:
     parser.add_argument("--database", default=None)
     parser.add_argument("--held", required=True)
     parser.add_argument("--hold-iteration", type=int, required=True)
+    parser.add_argument("--hold-all", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=1)
     args = parser.parse_args()
     from activities.record import Recorder
     from marathon.workers import build_cpu_worker, build_gpu_worker
 
     fake = Holding(score=score)
-    fake.held_file, fake.hold_iteration = Path(args.held), args.hold_iteration
+    fake.held_file, fake.hold_iteration, fake.hold_all = Path(args.held), args.hold_iteration, args.hold_all
     client = await Client.connect(args.address)
     settings = loop_settings()
     if args.role == "eval":
         worker = build_gpu_worker(
             client, settings, task_queue=args.queue, activities=[fake.evaluate],
-            max_heartbeat_throttle_interval=timedelta(seconds=1),
+            max_heartbeat_throttle_interval=timedelta(seconds=1), max_concurrent_activities=args.concurrency,
         )
     else:
         worker = build_cpu_worker(

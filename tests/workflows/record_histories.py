@@ -6,7 +6,10 @@
   boundaries.
 - ``stopped``: a stop that cancels the evaluations of an unfinished iteration.
 
-Each run of a chain is written to ``tests/workflows/histories/<name>-segment<N>.json``.
+Each run of a chain is written to ``tests/workflows/histories/<name>-segment<N>.json``. Today's
+workflow runs the steady loop, so new recordings are ``steady-*``; the ``optimize-*`` files were
+recorded by the lock-step loop before it and stay: running workflows of that age must keep
+replaying (``workflow.patched("steady-loop")`` sends them down the lock-step path).
 
 Re-record (and commit) only for a deliberate change of the workflow's commands that running
 workflows never see, or that is guarded by ``workflow.patched``; otherwise keep the old files:
@@ -25,8 +28,8 @@ from workflows.optimize import OptimizeKernelWorkflow
 from workflows.types import Budget, Goal
 
 HISTORIES = Path(__file__).parent / "histories"
-NAME = "optimize-steered"
-STOPPED = "optimize-stopped"
+NAME = "steady-steered"
+STOPPED = "steady-stopped"
 
 
 def score(iteration: int, index: int, confirm: bool):

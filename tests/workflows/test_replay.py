@@ -6,6 +6,8 @@ The histories come from ``record_histories.py``; see there for when to re-record
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -24,9 +26,28 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(path.stem, path.read_text())
 
 
+def patches(path: Path) -> set[str]:
+    """The ids of the ``workflow.patched`` markers a history recorded."""
+    found = set()
+    for event in json.loads(path.read_text())["events"]:
+        details = event.get("markerRecordedEventAttributes", {}).get("details", {})
+        for payload in details.get("patch-data", {}).get("payloads", []):
+            found.add(json.loads(base64.b64decode(payload["data"]))["id"])
+    return found
+
+
 def test_histories_are_there():
-    # A run across two continue-as-new boundaries: three segments.
-    assert len(HISTORIES) >= 3
+    # A run across two continue-as-new boundaries: three segments, for each loop.
+    assert len(HISTORIES) >= 6
+
+
+def test_both_loops_are_recorded():
+    """The ``optimize-*`` histories ran the lock-step loop (no steady-loop marker), the ``steady-*``
+    ones the steady loop: replaying both keeps old runs and new runs working."""
+    marked = {path.stem: "steady-loop" in patches(path) for path in HISTORIES}
+    assert not any(marked[name] for name in marked if name.startswith("optimize-")), marked
+    steady = [name for name in marked if name.startswith("steady-")]
+    assert steady and all(marked[name] for name in steady), marked
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[path.stem for path in HISTORIES])
