@@ -145,6 +145,13 @@ class RunCreate(Strict):
     budget: BudgetIn = Field(default_factory=BudgetIn)
     proposer: ProposerIn = Field(default_factory=ProposerIn)
     candidates_per_iteration: int = Field(default=4, ge=1, le=OptimizeInput.MAX_CANDIDATES)
+    evaluations_in_flight: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="How many evaluations the run keeps in flight (one per evaluation slot of the workers "
+        "on its queue); 0: one iteration's candidates",
+    )
     gpu_arch: Optional[str] = Field(
         default=None,
         pattern=r"^(sm[0-9]{2,3}|cpu)$",

@@ -34,6 +34,8 @@ def input_problems(input: OptimizeInput) -> list[str]:
     if not 1 <= input.candidates_per_iteration <= OptimizeInput.MAX_CANDIDATES:
         errors.append(f"candidates_per_iteration must be between 1 and {OptimizeInput.MAX_CANDIDATES}, "
                       f"got {input.candidates_per_iteration}")
+    if not 0 <= input.evaluations_in_flight <= 256:
+        errors.append(f"evaluations_in_flight must be between 0 and 256, got {input.evaluations_in_flight}")
     if input.continue_as_new_every < 1:
         errors.append(f"continue_as_new_every must be >= 1, got {input.continue_as_new_every}")
     if input.notebook_limit < 2:

@@ -208,6 +208,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         budget=budget,
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
+        evaluations_in_flight=body.evaluations_in_flight,
         gpu_arch=arch,
         evaluate_task_queue=queue,
         start_from=start_from,

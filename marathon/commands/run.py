@@ -44,6 +44,8 @@ def register(subparsers) -> None:
         "--proposer", choices=PROPOSER_KINDS, default=None, help="who writes candidates (default: search)"
     )
     run.add_argument("--candidates", type=int, default=None, help="candidates per iteration")
+    run.add_argument("--in-flight", type=int, default=None,
+                     help="evaluations kept in flight (one per evaluation slot; default: one iteration's candidates)")
     run.add_argument("--seed", type=int, default=None, help="proposer seed")
     # Flags that start a run from another one: continue it with more budget, or fork its best kernel.
     lineage.add_flags(run)
@@ -69,6 +71,8 @@ def flag_body(args: argparse.Namespace) -> dict[str, Any]:
         body["proposer"] = proposer
     if args.candidates is not None:
         body["candidates_per_iteration"] = args.candidates
+    if getattr(args, "in_flight", None) is not None:
+        body["evaluations_in_flight"] = args.in_flight
     if args.from_run is not None:
         body["from_run"] = args.from_run
     return body

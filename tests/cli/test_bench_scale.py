@@ -1,6 +1,7 @@
 """``marathon bench scale`` at a small size, on the real workflow and a real Temporal dev server:
-every candidate and confirmation is evaluated once, on workers that each take one at a time, and
-N workers do evaluate N candidates at once."""
+every candidate and confirmation is evaluated once, on workers that each take one at a time, N
+workers do evaluate N candidates at once, and the stand-in devices' meter and the history size
+are read."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 async def test_n_workers_evaluate_n_candidates_at_once(temporal_server):  # noqa: F811
     out = io.StringIO()
-    points = await scale([1, 3], iterations=3, evaluation_s=0.3, out=out, address=temporal_server.address)
+    # 1 s evaluations: long enough that a loaded machine's dispatch does not end one before the third starts.
+    points = await scale([1, 3], iterations=3, evaluation_s=1.0, out=out, address=temporal_server.address)
     table = out.getvalue()
     assert [p.workers for p in points] == [1, 3]
     for point in points:
@@ -25,6 +27,10 @@ async def test_n_workers_evaluate_n_candidates_at_once(temporal_server):  # noqa
         candidates = point.iterations * point.workers
         assert candidates + 1 <= point.evaluations <= candidates + point.iterations, point
         assert all(0 < busy < 1 for busy in point.busy_fractions), point
+        # Every device was read over the steady window, and was busy some of it.
+        assert point.steady_s > 0 and len(point.steady_busy) == point.workers, point
+        assert all(busy is not None and 0 < busy <= 1 for busy in point.steady_busy), point
+        assert point.history_bytes > 1000 * point.iterations, point
     one, three = points
     assert one.peak_at_once == 1
     assert three.peak_at_once == 3, "three workers never ran three evaluations at once"

@@ -6,8 +6,8 @@ The run completes its budget; every (iteration, index) is in the store and in th
 exactly once; every evaluation the kill interrupted was done again; and the GPU-seconds the
 workflow counted are those of the attempts it recorded (the fake reports 1.0 per evaluation, so
 an evaluation lost or counted twice shows). What the fault cost is printed: the wall time from
-the kill to the run's next completed evaluation (Temporal's 20 s heartbeat timeout, then the
-retry). ``slow``: that timeout is the test's own floor.
+the kill to the killed evaluations' new start (Temporal's 20 s heartbeat timeout; the other
+evaluations of the window go on meanwhile). ``slow``: that timeout is the test's own floor.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ async def test_killing_the_evaluation_worker_with_several_in_flight_loses_nothin
                 max_concurrent_activities=IN_FLIGHT,
             )
             async with worker:
-                while not replacement.evaluation_calls:
+                while not any(e.iteration == 2 and not e.confirm for e in replacement.evaluations):
                     await asyncio.sleep(0.1)
                 lost_s = time.monotonic() - killed_at
                 result = await asyncio.wait_for(handle.result(), timeout=300)
@@ -83,7 +83,7 @@ async def test_killing_the_evaluation_worker_with_several_in_flight_loses_nothin
         if victim.poll() is None:
             kill(victim)
         dispose_engine(url)
-    print(f"\nthe kill cost {lost_s:.1f} s of evaluation (from the kill to the replacement's first evaluation)")
+    print(f"\nthe killed evaluations started again {lost_s:.1f} s after the kill (the heartbeat timeout)")
     expected = [(i, j) for i in range(1, ITERATIONS + 1) for j in range(CANDIDATES)]
     assert (result.iterations, result.stop_reason) == (ITERATIONS, "budget_iterations")
     assert [(i, j) for i, j, _ in rows] == expected
