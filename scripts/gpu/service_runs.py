@@ -117,9 +117,17 @@ async def segments(temporal_address: str, run_id: str) -> list[dict]:
     client = await Client.connect(temporal_address)
     found = []
     async for execution in client.list_workflows(f"WorkflowId = '{run_id}'"):
-        description = await client.get_workflow_handle(run_id, run_id=execution.run_id).describe()
+        handle = client.get_workflow_handle(run_id, run_id=execution.run_id)
+        description = await handle.describe()
         info = description.raw_description.workflow_execution_info
-        found.append({"events": description.history_length, "bytes": info.history_size_bytes})
+        # Evaluations that ended with a result, whether or not their iteration closed before a stop.
+        events = (await handle.fetch_history()).events
+        evaluate_ids = {e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
+                        and e.activity_task_scheduled_event_attributes.activity_type.name == "evaluate"}
+        evaluations = sum(1 for e in events if e.HasField("activity_task_completed_event_attributes")
+                          and e.activity_task_completed_event_attributes.scheduled_event_id in evaluate_ids)
+        found.append({"events": description.history_length, "bytes": info.history_size_bytes,
+                      "evaluations": evaluations})
     return found
 
 
