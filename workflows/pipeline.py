@@ -47,6 +47,8 @@ class OpenIteration:
     results: dict[int, EvaluateResult] = field(default_factory=dict)
     # The position being confirmed, once every first judgement is in; None before or without one.
     confirming: Optional[int] = None
+    # Whether its candidates include the champion inherited from a parent run (``workflows/lineage.py``).
+    holds_inherited: bool = False
 
     @property
     def judged(self) -> bool:

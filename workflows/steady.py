@@ -211,16 +211,17 @@ class SteadyLoop:
             raise outcome
         if inp.proposer.kind != "agent":
             state.tokens += outcome.tokens_used
-        candidates = outcome.candidates
+        candidates, holds_inherited = outcome.candidates, False
         if state.inherited is not None and not self.inherited_queued:
             candidates = lineage.with_inherited(state, inp.start_from, candidates)
-            self.inherited_queued = True
+            self.inherited_queued = holds_inherited = True
         errors = {
             position: EvaluateResult(status="proposal_error", message=c.error, timing_kind="")
             for position, c in enumerate(candidates)
             if c.error is not None
         }
         opened = self.pipeline.add(iteration, candidates, outcome.errors, errors)
+        opened.holds_inherited = holds_inherited
         wf._board.open(iteration, candidates)
         if opened.judged:
             self._judged(opened)
@@ -317,7 +318,7 @@ class SteadyLoop:
         wf, state = self.wf, self.wf._state
         self.pipeline.close(opened.iteration)
         iteration, candidates, results = opened.iteration, opened.candidates, opened.ordered_results()
-        if any(lineage.is_inherited(candidate) for candidate in candidates):
+        if opened.holds_inherited:
             state.inherited = None  # judged in this run now: from here on only this run's own best counts
         requests = messages.record_requests(wf._input.run_id, iteration, candidates, results, champion)
         for request in requests:
