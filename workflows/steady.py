@@ -265,6 +265,7 @@ class SteadyLoop:
         compacted.entries.extend(state.notebook.entries[entries:])
         compacted.hints.extend(hint for hint in state.notebook.hints if hint not in compacted.hints)
         state.notebook = compacted
+        self._maybe_compact()  # what closed meanwhile may need another fold before the next proposal
 
     def _pause_for_worker(self) -> None:
         wf, state = self.wf, self.wf._state
