@@ -46,14 +46,18 @@ def busy(meter: BusyMeter, start: float, end: float) -> str:
 def summarize(api: str, token: str, run_id: str, run: dict, history: list[dict], log) -> dict:
     attempts = http("GET", f"{api}/runs/{run_id}/attempts?limit=1000", token)["data"]
     keys = [(a["iteration"], a["index"]) for a in attempts]
-    warm = [a["wall_s"] for a in attempts if a.get("wall_s") and a["iteration"] > min(k[0] for k in keys)]
-    evaluations = sum(1 for a in attempts if a.get("wall_s")) + sum(1 for a in attempts if a.get("is_best"))
+    first = min((k[0] for k in keys), default=0)
+    warm = [a["wall_s"] for a in attempts if a.get("wall_s") and a["iteration"] > first]
+    # Every evaluation that ended (confirmations and those of iterations the stop left open included).
+    evaluations = sum(segment.get("evaluations", 0) for segment in history)
     history_bytes = sum(segment["bytes"] for segment in history)
     figures = {
         "attempts": len(attempts), "unique": len(set(keys)) == len(keys), "iterations": run["iteration"],
         "warm_judgement_median_s": round(statistics.median(warm), 1) if warm else None,
         "evaluations_per_hour": round(evaluations / run["followed_s"] * 3600, 1) if run.get("followed_s") else None,
+        "evaluations": evaluations,
         "history_bytes_per_100_attempts": round(history_bytes * 100 / max(1, len(attempts))),
+        "history_bytes_per_100_evaluations": round(history_bytes * 100 / max(1, evaluations)),
         "best_speedup": run["best_speedup"], "status": run["status"],
     }
     log(f"  {run_id}: {figures}")
