@@ -12,9 +12,10 @@ loop applies that list in order), so a replay applies them in the same order.
 What an iteration means is unchanged (``workflows/pipeline.py``): K proposed candidates, judged,
 the best challenger confirmed, then recorded and counted as one, in the notebook and the budget.
 
-Stops: the user's stop, the goal, the hours and GPU-seconds budgets and a plateau cancel the
-evaluations in flight (an unfinished iteration is neither recorded nor counted, as before); the
-token and money budgets let the iterations already proposed (their tokens spent) finish. Pause and
+Stops: the user's stop, the goal and a plateau cancel the evaluations in flight (an unfinished
+iteration is neither recorded nor counted, as before); a spent budget (hours, GPU-seconds, tokens,
+money) proposes nothing more and lets the iterations already proposed finish, as a lock-step run
+finished the iteration in progress. Pause and
 continue-as-new let the iterations already proposed finish: a pause proposes nothing new; a segment
 proposes no iteration past its ``continue_as_new_every`` and continues as new once every one it
 proposed is closed, so nothing in flight crosses the boundary.
@@ -33,8 +34,10 @@ from workflows import notebook as nb
 from workflows.pipeline import Job, OpenIteration, Pipeline
 from workflows.types import CompactResult, EvaluateResult, OptimizeResult, ProposeResult
 
-# Stops that let the iterations already proposed finish: what they cost is already spent.
-DRAINING_STOPS = ("budget_tokens", "budget_usd")
+# Stops that let the iterations already proposed finish, as a lock-step run finished the
+# iteration in progress: their proposals are paid for and their judgements under way. The user's
+# stop, the goal and a plateau cancel instead: more judgements cannot help there.
+DRAINING_STOPS = ("budget_tokens", "budget_usd", "budget_hours", "budget_gpu_seconds")
 
 
 def _outcome(task: "asyncio.Task[Any]") -> Any:

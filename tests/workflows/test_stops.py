@@ -38,9 +38,11 @@ async def test_plateau_stops_after_iterations_without_improvement(temporal_clien
 async def test_gpu_seconds_budget_counts_confirmations(temporal_client):
     fake = FakeLoop(score=constant_score(1.1))
     _, result, status = await run_loop(temporal_client, fake, budget=Budget(iterations=20, gpu_seconds=6.0))
-    # Iteration 1: 3 evaluations + 1 confirmation = 4 s; iteration 2: 3 s -> 7 s >= 6 s.
-    assert (result.stop_reason, result.iterations) == ("budget_gpu_seconds", 2)
-    assert status.budget_used["gpu_seconds"] == pytest.approx(7.0)
+    # Iteration 1: 3 evaluations + 1 confirmation = 4 s; iteration 2: 3 s -> 7 s >= 6 s. The spent
+    # budget proposes nothing more; the iterations already proposed (the steady loop proposes up to
+    # two ahead with 3 in flight) finish and count: 3 s each.
+    assert result.stop_reason == "budget_gpu_seconds" and 2 <= result.iterations <= 4
+    assert status.budget_used["gpu_seconds"] == pytest.approx(3.0 * result.iterations + 1)
 
 
 async def test_token_budget(temporal_client):

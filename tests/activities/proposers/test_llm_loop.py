@@ -32,6 +32,8 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
         error_reply(429, "rate limited", retry_after=1),
         completion_reply(GOOD_REPLY, total_tokens=100),
         completion_reply(GOOD_REPLY.replace("4096", "8192"), total_tokens=100),
+        completion_reply(GOOD_REPLY, total_tokens=100),
+        completion_reply(GOOD_REPLY.replace("4096", "8192"), total_tokens=100),
     )
     queue, evaluate_queue = f"cpu-{uuid.uuid4().hex[:8]}", f"eval-{uuid.uuid4().hex[:8]}"
     run_id = f"run-llm-{uuid.uuid4().hex[:8]}"
@@ -45,7 +47,9 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
                 run_id=run_id,
                 problem=TOY_PROBLEM,
                 goal=Goal(target=10.0, intent=INTENT),
-                budget=Budget(iterations=2),
+                # Three iterations: the steady loop proposes iteration 2 while iteration 1 is judged,
+                # so the malformed reply's feedback reaches iteration 3's proposal.
+                budget=Budget(iterations=3),
                 proposer=ProposerConfig(kind="llm"),
                 candidates_per_iteration=2,
                 evaluate_task_queue=evaluate_queue,
@@ -53,19 +57,19 @@ async def test_an_llm_run_records_malformed_replies_and_feeds_them_back(temporal
                 confirm_champions=False,
             )
         )
-    assert result.iterations == 2 and result.stop_reason == "budget_iterations"
-    assert len(fake_llm.requests) == 5 and fake_llm.pending() == 0
+    assert result.iterations == 3 and result.stop_reason == "budget_iterations"
+    assert len(fake_llm.requests) == 7 and fake_llm.pending() == 0
     for sent in fake_llm.requests:
         assert sent.messages()[0]["content"].startswith("# Goal\nReach 10x geomean speedup")
         assert INTENT in sent.messages()[0]["content"]
     with session_scope(store_url) as session:
         attempts, total = list_attempts(session, run_id, limit=100)
-        assert total == 4
+        assert total == 6
         statuses = [(a.iteration, a.index, a.status) for a in attempts]
         assert statuses[1][2] == "proposal_error", statuses
         assert "no fenced ```python code block" in attempts[1].message
         assert attempts[1].strategy == "bigger tiles"
         assert all(a.status == "ok" for i, a in enumerate(attempts) if i != 1)
-    second_iteration = fake_llm.requests[-1].prompt_text()
-    feedback = second_iteration[second_iteration.index("# Feedback on the last attempts"):]
+    third_iteration = fake_llm.requests[-2].prompt_text()
+    feedback = third_iteration[third_iteration.index("# Feedback on the last attempts"):]
     assert "no fenced ```python code block" in feedback
