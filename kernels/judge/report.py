@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-JUDGE_VERSION = "2.0"
+JUDGE_VERSION = "3.0"
 STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 
 
