@@ -54,6 +54,8 @@ CPU_REPS, CPU_CONFIRM_REPS, CPU_WARMUP = 3, 7, 1
 # private to its mount namespace): a candidate filling it fills only its own.
 BOX_BYTES = {"cpu": 512 << 20, "cuda": 2 << 30}
 SCRATCH_BYTES = 64 << 20
+# cgroup controllers a judgement does without (tests of the weaker layers put names here).
+CGROUP_DISABLE: tuple[str, ...] = ()
 __all__ += ["FIRST_CALL_S", "MIN_CALL_S", "MAX_CALL_S", "BOX_BYTES"]
 
 
@@ -177,7 +179,7 @@ def judge(
     # with the folder its package is imported from.
     where = _problem_source(problem)
     common = {"problem": where.path, "import_roots": list(where.import_roots), "device": device, "dtype": dtype}
-    cgroup_box = cgroups.open_box()
+    cgroup_box = cgroups.open_box(disable=CGROUP_DISABLE)
     sandbox_config = dict(common, workdir=box, source=source, isolated=isolation.enabled,
                           max_cpu_seconds=int(timeout_s) + 60, pids_cgroup="pids" in cgroup_box.groups)
     if cpu:
