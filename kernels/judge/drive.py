@@ -51,6 +51,33 @@ def largest_message(spec, the_plan: planning.Plan, dtype: str) -> int:
     return max(sizes, default=0)
 
 
+class TaskWatch:
+    """The box's task count (threads and processes), read from outside after the sandbox answers.
+
+    Python raises no event for every way of starting a thread, and a thread's work can land
+    outside every call; the kernel's list of the box's tasks cannot be hidden from. The count
+    after the first checked call is the process's own (torch, Triton, the interpreter); more
+    later is a thread the candidate left running. On a GPU a warm-up may compile and autotune,
+    so the count is taken again after each. A thread that starts and ends inside one call is
+    not seen here (its CPU time still is the candidate's)."""
+
+    def __init__(self, box: Box):
+        self.box, self.expected = box, None
+
+    def settle(self) -> None:
+        count = len(self.box.tasks())
+        self.expected = count if self.expected is None else max(self.expected, count)
+
+    def check(self, when: str) -> None:
+        if self.expected is None or not self.box.groups:
+            return
+        count = len(self.box.tasks())
+        if count > self.expected:
+            raise Stop("forbidden", f"the candidate's process ran {count} tasks after {when}, {count - self.expected} "
+                       "more than after its first call: a thread or process left running (counted from outside, in "
+                       "its cgroup)")
+
+
 class Relay:
     """Moves outputs from the sandbox's pipe to the referee through files this process writes."""
 
@@ -126,6 +153,7 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
         raise Stop("crashed", f"the referee said {ready.get('kind')!r} before it was ready")
     data["fingerprint"] = ready.get("fingerprint", {})
     reference_s = ready.get("reference_s", {})
+    tasks = TaskWatch(box)
 
     def check(call: planning.Call, limit_s: float) -> None:
         with holding(exclusive=False):
@@ -134,6 +162,9 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
         if reply.get("key") != call.key:
             raise Stop("crashed",
                        f"the candidate's process answered for {reply.get('key')!r} when asked for {call.key!r}")
+        tasks.check(f"the call {call.when}")
+        if tasks.expected is None:
+            tasks.settle()
         relay.judge(call.key, call.shape, reply.get("payload", b""))
 
     seen_shapes: set[tuple[int, ...]] = set()
@@ -165,6 +196,10 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
             session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
                         FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
             per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
+            if device == "cuda":
+                tasks.settle()
+            else:
+                tasks.check(f"warming up at {label}")
             seen_shapes.add(tuple(bench.shape))
             session.enter("baseline_warm", f"warming up the baseline, {where}")
             warmed = session.wait(referee, None, "")
@@ -175,7 +210,8 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
             session.enter("lease_wait", f"waiting for the GPU to time {where}")
         with holding(exclusive=True):
             session.enter("timing", f"timing against the baseline, {where}")
-            data["timings"].append(time_shape(session, bench, bench_ref, label, device, per_call_s, relay, box))
+            data["timings"].append(time_shape(session, bench, bench_ref, label, device, per_call_s, relay, box,
+                                              tasks))
         session.enter("recheck", f"re-checking after timing, {where}")
         check(bench.recheck, min(MAX_CALL_S, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s)))
     session.enter("closing", "closing")
@@ -188,7 +224,7 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
 
 
 def time_shape(session: Session, bench: planning.Bench, bench_ref: dict[str, Any], label: str, device: str,
-               per_call_s: float, relay: Relay, box: Box) -> dict[str, Any]:
+               per_call_s: float, relay: Relay, box: Box, tasks: TaskWatch) -> dict[str, Any]:
     """One bench shape's timed batches, candidate and baseline interleaved, and its graph replay.
 
     Per candidate batch: this process's clock and the box's CPU counter around the command,
@@ -206,6 +242,7 @@ def time_shape(session: Session, bench: planning.Bench, bench_ref: dict[str, Any
                                     f"a timed batch at {label}", "timed")
                 outside_ms = (time.monotonic() - clock) * 1e3
                 cpu_after = box.cpu_ns()
+                tasks.check(f"a timed batch at {label}")
                 relay.judge_batch(reply, batch.keys(bench.index), bench.shape, label)
                 scoring.check_batch(reply, batch, outside_ms, label, device)
                 cpu_ms = (cpu_after - cpu_before) / 1e6 if cpu_before is not None and cpu_after is not None else None

@@ -77,6 +77,7 @@ def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> 
 
     calls = {c.key: c for c in the_plan.checks}
     calls.update({b.recheck.key: b.recheck for b in the_plan.bench})
+    calls.update(the_plan.timed_calls())
     for key, error in (data.get("errors") or {}).items():
         call = calls.get(key)
         if call is None:

@@ -17,6 +17,7 @@ the first line of the "candidate" source (``# attack: NAME``):
 - ``scaled_timer``: its clock runs at 1/8 (a patched ``perf_counter``), for every time it reports;
 - ``impossible_times``: reports timed calls longer than the whole batch took;
 - ``burn_idle``: a thread that burns CPU from start to end, to slow the baseline down;
+- ``late_thread``: the same thread, started at its first timed batch (after every check);
 - ``thread_storm``: starts threads until it cannot, holds them 25 s, reports how many it got;
 - ``fill_disk``: writes to its directory, /tmp and /dev/shm until each is full, reports bytes;
 - ``huge_output``: announces an output of 2**40 bytes (the trusted side must not read it);
@@ -219,8 +220,11 @@ def main() -> None:
                           for seed in bench["seeds"]]
             reply = {"kind": "warmed"}
         elif op == "time":
+            if attack == "late_thread" and not hits:
+                _burn()
+                hits = 1
             reply, payload = _timed(command, attack, problem, reference, device, dtype, checked, memo, clock)
-            hits += reply.pop("hits")
+            hits += reply.pop("hits") if attack != "late_thread" else 0
         elif op == "finish":
             if attack == "memo_by_content":
                 print(f"memo hits: {hits}", flush=True)

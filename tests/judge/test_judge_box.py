@@ -148,6 +148,13 @@ def test_a_thread_burning_cpu_slows_only_the_candidate(compromised):
     print("speedup honest", honest.speedup, "burner", burner.speedup)
 
 
+@needs_cgroups
+def test_a_thread_left_running_is_seen_from_outside(compromised):
+    report = judged("late_thread")
+    assert report.status == "forbidden", report.message
+    assert "more than after its first call" in report.message and "counted from outside" in report.message
+
+
 def test_without_cgroups_a_judgement_says_so_and_uses_the_callers_clock(monkeypatch):
     monkeypatch.setattr(runner, "CGROUP_DISABLE", cgroups.CONTROLLERS)
     report = judge((CANDIDATES / "honest_cumsum.py").read_text(), TOY, device="cpu", timing_reps=3)
