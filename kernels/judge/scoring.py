@@ -111,6 +111,8 @@ def summary(batches: list[dict[str, Any]], device: str = "cpu") -> dict[str, Any
               "spread": (xs[int(0.8 * (len(xs) - 1))] - xs[int(0.2 * (len(xs) - 1))]) / max(median, 1e-12),
               "median_wall_ms": statistics.median(reported) if reported else None,
               "outside_ms_per_call": outside, "reps": sum(b["calls"] for b in batches)}
+    # How close the process's own account came to the caller's clock (1 = the same), worst batch.
+    result["clock_agreement"] = min(b["batch_ms"] / max(b["outside_ms"], 1e-9) for b in batches)
     held = sorted({b["candidate_held"] for b in batches if b.get("candidate_held")})
     if held:
         result["candidate_held"] = held
