@@ -63,8 +63,11 @@ def main() -> None:
     args = parser.parse_args()
     from kernels.judge import scoring
 
+    results = []
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        results = list(pool.map(lambda _: one(args.reps, args.candidate), range(args.n)))
+        for number, item in enumerate(pool.map(lambda _: one(args.reps, args.candidate), range(args.n)), 1):
+            results.append(item)  # one line each, so a run stopped early still says what it saw
+            print(f"{number}: {item['status']} agreement {item['agreement']} {item['seconds']:.1f} s", flush=True)
     statuses = {}
     for item in results:
         statuses[item["status"]] = statuses.get(item["status"], 0) + 1

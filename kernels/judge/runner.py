@@ -266,7 +266,7 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
         return None, "ncu not found on PATH"
     read_fd, write_fd = os.pipe()
     bench = the_plan.bench[0]
-    profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16))
+    profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16), pids_cgroup=False)  # not in the box
     commands = [profile, {"op": "load"}, {"op": "check", "call": bench.recheck.to_dict()}, {"op": "exit"}]
     sandbox = [sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
     readable = sandbox_readable(problem) + profiling.install_dirs(ncu_path)
