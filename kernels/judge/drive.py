@@ -120,27 +120,49 @@ class Relay:
             offset += size
 
 
+@contextlib.contextmanager
+def _holding(session: Session, lease: GpuLease | None, exclusive: bool):
+    """Hold the GPU lease (shared or exclusive) for one command; the wait is not the judgement's."""
+    waited_before = lease.waited_s if lease is not None else 0.0
+    try:
+        with gpu_lease.maybe(lease, exclusive):
+            waited = (lease.waited_s - waited_before) if lease is not None else 0.0
+            session.deadline += waited
+            session.add_phase("lease_wait", waited)
+            yield
+    except gpu_lease.LeaseCancelled as error:
+        raise Stop("timeout", f"cancelled by the caller while waiting for the GPU ({session.phase})") from error
+
+
+def warm_shape(session: Session, the_plan: planning.Plan, bench: planning.Bench, bench_ref: dict[str, Any],
+               label: str, device: str) -> tuple[dict[str, Any], float]:
+    """Warm both up at a bench shape; (the referee's answer, the candidate's seconds per call).
+
+    The baseline warms up (compiles, autotunes) in the referee while the candidate warms up in
+    its process: neither is timed, so they may overlap."""
+    session.referee.send({"op": "warm", "bench": bench.index, "calls": the_plan.warmup})
+    warm_started = time.monotonic()
+    session.ask(session.sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
+                FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
+    per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
+    session.enter("baseline_warm", f"warming up the baseline, shape {bench.index + 1}/{len(the_plan.bench)} "
+                  f"({label})")
+    warmed = session.wait(session.referee, None, "")
+    if warmed.get("kind") != "warmed":
+        raise Stop("crashed", f"the referee answered {warmed.get('kind')!r} to 'warm': protocol broken")
+    return warmed, per_call_s
+
+
 def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: dict[str, Any], relay: Relay,
           box: Box, lease: GpuLease | None = None) -> None:
     """The judgement, command by command. Raises ``Stop`` with the first failure.
 
-    With a ``lease`` (GPU judgements), every command that runs on the GPU holds it: shared for
-    checks and warm-ups, exclusive for each shape's timed batches, so several judgements can
-    share a GPU and only timing has it alone. Time spent waiting for the lease is reported as
-    the phase "lease_wait" and does not count against the judgement's deadline."""
+    With a ``lease`` (GPU), every GPU command holds it: shared for checks and warm-ups,
+    exclusive for each shape's timed batches (phase "lease_wait", not the judgement's time)."""
     sandbox, referee = session.sandbox, session.referee
 
-    @contextlib.contextmanager
     def holding(exclusive: bool):
-        waited_before = lease.waited_s if lease is not None else 0.0
-        try:
-            with gpu_lease.maybe(lease, exclusive):
-                waited = (lease.waited_s - waited_before) if lease is not None else 0.0
-                session.deadline += waited
-                session.add_phase("lease_wait", waited)
-                yield
-        except gpu_lease.LeaseCancelled as error:
-            raise Stop("timeout", f"cancelled by the caller while waiting for the GPU ({session.phase})") from error
+        return _holding(session, lease, exclusive)
 
     session.enter("startup", "starting the candidate's process")
     if session.wait(sandbox, STARTUP_S, "starting").get("kind") != "started":
@@ -189,22 +211,12 @@ def drive(session: Session, the_plan: planning.Plan, spec, device: str, data: di
         session.enter("warm", f"warming up, {where}")
         bench_ref = {"index": bench.index, "shape": bench.shape, "seeds": bench.seeds, "regime": bench.regime}
         with holding(exclusive=False):
-            # The baseline warms up (compiles, autotunes) in the referee while the candidate warms
-            # up in its process: neither is timed, so they may overlap.
-            referee.send({"op": "warm", "bench": bench.index, "calls": the_plan.warmup})
-            warm_started = time.monotonic()
-            session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
-                        FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
-            per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
+            warmed, per_call_s = warm_shape(session, the_plan, bench, bench_ref, label, device)
+            seen_shapes.add(tuple(bench.shape))
             if device == "cuda":
                 tasks.settle()
             else:
                 tasks.check(f"warming up at {label}")
-            seen_shapes.add(tuple(bench.shape))
-            session.enter("baseline_warm", f"warming up the baseline, {where}")
-            warmed = session.wait(referee, None, "")
-            if warmed.get("kind") != "warmed":
-                raise Stop("crashed", f"the referee answered {warmed.get('kind')!r} to 'warm': protocol broken")
         data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
         if lease is not None:
             session.enter("lease_wait", f"waiting for the GPU to time {where}")

@@ -145,7 +145,7 @@ def _seed(rng: random.Random) -> int:
 
 def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
           graph_shapes: tuple[tuple[int, ...], ...] = ()) -> Plan:
-    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and digest seeds."""
+    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call."""
     regimes = regimes_of(problem)
     offset = rng.randrange(len(regimes))
     verify = draw_shapes(problem, "cpu" if cpu else "verify", rng)
