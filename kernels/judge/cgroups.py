@@ -51,8 +51,8 @@ class Box:
 
     name: str
     groups: dict[str, str] = field(default_factory=dict)  # controller -> its group's folder
-    pgid: int | None = None  # the sandbox's process group, for the SIGSTOP fallback
-    stopped: bool = False
+    pgid: int | None = None  # the sandbox's first process, root of the tree the SIGSTOP fallback stops
+    stopped: list[int] = field(default_factory=list)
 
     @property
     def layers(self) -> dict[str, str]:
@@ -63,8 +63,8 @@ class Box:
             "cpu_time": "cgroup cpuacct.usage (every task of the box)" if "cpuacct" in self.groups else
             "no cpuacct cgroup: the candidate's time is the caller's wall clock",
             "freeze": "cgroup freezer while the baseline is timed" if "freezer" in self.groups else
-            "no freezer cgroup: the sandbox's process group is stopped with SIGSTOP while the baseline is timed "
-            "(a process that left the group keeps running)",
+            "no freezer cgroup: the sandbox's process tree is stopped with SIGSTOP while the baseline is timed "
+            "(a process that left the tree, or one the candidate continues with SIGCONT, runs on)",
         }
 
     def enter(self) -> None:
@@ -97,10 +97,10 @@ class Box:
         """Stop every task of the box; returns the layer used ("freezer" or "sigstop")."""
         folder = self.groups.get("freezer")
         if folder is None:
-            if self.pgid is not None:
+            for pid in process_tree(self.pgid) if self.pgid is not None else []:
                 try:
-                    os.killpg(self.pgid, signal.SIGSTOP)
-                    self.stopped = True
+                    os.kill(pid, signal.SIGSTOP)
+                    self.stopped.append(pid)
                 except ProcessLookupError:
                     pass
             return "sigstop"
@@ -116,12 +116,13 @@ class Box:
         folder = self.groups.get("freezer")
         if folder is not None:
             _write(folder, "freezer.state", "THAWED")
-        elif self.stopped and self.pgid is not None:
-            try:
-                os.killpg(self.pgid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-            self.stopped = False
+        else:
+            for pid in self.stopped:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            self.stopped = []
 
     def frozen(self) -> bool:
         folder = self.groups.get("freezer")
@@ -153,6 +154,25 @@ class Box:
                     break
                 except OSError:  # tasks still exiting
                     time.sleep(0.02)
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process below it (``/proc/<pid>/task/<tid>/children``), parents first."""
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        tree.append(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    queue += [int(child) for child in handle.read().split()]
+            except OSError:
+                pass
+    return tree
 
 
 def open_box(require: tuple[str, ...] = (), disable: tuple[str, ...] = ()) -> Box:

@@ -70,20 +70,30 @@ def test_pids_max_bounds_the_threads_of_one_box():
     assert 0 < count < cgroups.PIDS_MAX
 
 
-def test_without_cgroups_the_weaker_layers_are_named_and_sigstop_holds_the_group():
+def state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().split(") ")[1][0]
+
+
+def test_without_cgroups_the_weaker_layers_are_named_and_sigstop_holds_the_tree():
     box = cgroups.open_box(disable=cgroups.CONTROLLERS)
     assert box.groups == {} and box.cpu_ns() is None
     assert all(text.startswith("no ") for text in box.layers.values()), box.layers
-    process = start_in(box, SPIN)
+    # A child in a session of its own, as bubblewrap's --new-session makes the sandbox.
+    code = ("import os, subprocess, sys, time\n"
+            f"child = subprocess.Popen([sys.executable, '-c', {SPIN!r}], start_new_session=True)\n"
+            "print(child.pid, flush=True)\ntime.sleep(60)")
+    process = start_in(box, code)
+    child = int(process.stdout.readline())
     try:
         time.sleep(0.2)
         assert box.freeze() == "sigstop"
         time.sleep(0.1)
-        assert open(f"/proc/{process.pid}/stat").read().split(") ")[1][0] == "T"  # stopped
+        assert state(process.pid) == "T" and state(child) == "T"  # the whole tree, sessions aside
         box.thaw()
         time.sleep(0.1)
-        assert open(f"/proc/{process.pid}/stat").read().split(") ")[1][0] in "RS"
+        assert state(child) in "RS"
     finally:
+        os.kill(child, 9)
         process.kill()
         process.wait()
 
