@@ -275,12 +275,20 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
         return isolating.isolation_argv(isolation, profiling.argv(ncu_path, sandbox, metrics), workdir=box,
                                         writable=(box,), readable=readable, env=sandbox_env(box, "cuda"), gpu=True)
 
+    def discard() -> None:  # the profiled call sends its output on the pipe: read it, or it blocks
+        while os.read(read_fd, 1 << 20):
+            pass
+
+    drain = threading.Thread(target=discard, daemon=True)
+    drain.start()
     try:
         stdin = "".join(json.dumps(c) + "\n" for c in commands).encode()
         return profiling.run(argv, stdin, box, timeout_s, (write_fd,))
     finally:
         os.close(write_fd)
-        os.close(read_fd)
+        drain.join(timeout=5)
+        if not drain.is_alive():
+            os.close(read_fd)
 
 
 def _caller_fingerprint(device: str) -> dict[str, Any]:
