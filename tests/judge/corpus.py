@@ -97,7 +97,10 @@ RUNTIME_CASES = (
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
     Case("kernel_compile_error", "compile_error", "line 18 (t = tl.arange(0, BLOCK_T + 1))", static=True),
-    Case("cache_during_timing", "incorrect", "in a timed call|does not depend on the inputs", static=True, reps=4),
+    # Either verdict is right (test_a_cache_hit_is_always_caught): caught when the allocator
+    # hands an address back (a hit on other values), honest work when it never does.
+    Case("cache_during_timing", "incorrect|ok", "in a timed call|does not depend on the inputs|accepted", static=True,
+         reps=4),
     # The per-call deadline, not the judgement's: a first call gets FIRST_CALL_S["cpu"] = 30 s.
     Case("hang", "timeout", "within its deadline of 30 s", static=True, timeout_s=240.0),
     # A later call of an already-compiled shape: MIN_CALL_S["cpu"] = 20 s (20 x the reference's time is less).
