@@ -153,12 +153,12 @@ def _burn() -> None:
 
 
 def raw(out) -> bytes:
-    return out.contiguous().view(__import__("torch").uint8).numpy().tobytes()
+    import torch
+
+    return out.contiguous().view(torch.uint8).numpy().tobytes()
 
 
 def main() -> None:
-    import torch
-
     from kernels.judge import plan as planning, protocol
     from kernels.registry import get_problem
 
