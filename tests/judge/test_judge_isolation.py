@@ -99,3 +99,10 @@ def test_the_insecure_opt_out_is_written_into_the_report():
     assert report.status == "ok", report.message
     assert report.isolation.startswith("none")
     assert "WARNING: isolation none" in report.summary()
+
+
+def test_a_compromised_process_never_sees_the_same_timed_inputs_twice(compromised):
+    # It keeps every output keyed by its inputs' bytes and would replay one if they came back.
+    report = judge(attack("memo_by_content"), TOY, device="cpu", timing_reps=5, timeout_s=120, static_policy=False)
+    assert report.status == "ok", report.message
+    assert "memo hits: 0" in report.output_tail, report.output_tail
