@@ -24,6 +24,7 @@ from typing import Callable, Optional, TextIO
 
 import httpx
 
+from marathon.child_logs import ChildTrouble, diagnose
 from marathon.client import TOKEN_FILE_NAME
 from marathon.gpus import evaluation_archs, visible_gpus
 from marathon.processes import (
@@ -76,6 +77,27 @@ def ensure_token(config: StackConfig) -> Optional[str]:
     return token
 
 
+def runs_in_flight(database: str) -> list[str]:
+    """Runs the store holds as running or paused: their workflows carry on once the workers poll."""
+    from store.db import session_scope
+    from store.repository import list_runs
+
+    found = []
+    with session_scope(database) as session:
+        for status in ("running", "paused"):
+            runs, _ = list_runs(session, status=status, limit=1000)
+            found += [f"{run.id} ({status})" for run in runs]
+    return found
+
+
+def resumed_line(in_flight: list[str]) -> list[str]:
+    """The banner's line on runs that carry on from an earlier `marathon up`; none when there are none."""
+    if not in_flight:
+        return []
+    shown = ", ".join(in_flight[:5]) + (f" and {len(in_flight) - 5} more" if len(in_flight) > 5 else "")
+    return [f"  Resumed      {len(in_flight)} run(s) that were in flight: {shown}"]
+
+
 def migrate(config: StackConfig) -> None:
     from store.db import dispose_engine, upgrade
 
@@ -93,6 +115,8 @@ class DevStack:
         self.stopping = threading.Event()
         self.gpus: list[str] = []
         self.not_polling: list[str] = []
+        self.troubles: list[ChildTrouble] = []
+        self.in_flight: list[str] = []
         self._lock_handle: Optional[TextIO] = None
 
     def _handle_signal(self, signum, _frame) -> None:
@@ -210,8 +234,10 @@ class DevStack:
                     response = await client.workflow_service.describe_task_queue(request)
                     if not response.pollers:
                         missing.append(f"{queue} ({kind})")
-                if not missing:
-                    return []
+                if not missing or self._crashed_workers():
+                    # A worker that exited while starting (no sandbox, a bad setting) will not
+                    # poll before the supervisor restarts it: say why now rather than after the timeout.
+                    return missing
                 await asyncio.sleep(0.5)
             return missing
 
@@ -220,10 +246,22 @@ class DevStack:
             raise StackError("interrupted while waiting for the workers")
         self.not_polling = missing
         if missing:
+            self.troubles = self._worker_troubles()
             log.warning(
-                "no worker polls %s after %.0f s: not ready; runs cannot be served until one does (see %s)",
-                ", ".join(missing), READY_TIMEOUT_S, self.config.log_dir,
+                "no worker polls %s: not ready; runs cannot be served until one does: %s",
+                ", ".join(missing), "; ".join(f"{t.name}: {t.error}" for t in self.troubles) or self.config.log_dir,
             )
+
+    def _workers(self) -> list[Child]:
+        return [child for child in self.children if child.spec.name.startswith("worker")]
+
+    def _crashed_workers(self) -> list[Child]:
+        return [child for child in self._workers() if child.exited() is not None]
+
+    def _worker_troubles(self) -> list[ChildTrouble]:
+        """Why the workers do not poll: those that exited, else every worker, from their logs."""
+        workers = self._crashed_workers() or self._workers()
+        return [diagnose(child.spec.name, child.log_path, child.exited()) for child in workers]
 
     def start(self) -> Optional[str]:
         """Bring everything up; returns a newly created token (or None if the old one is kept)."""
@@ -239,6 +277,7 @@ class DevStack:
         log.info("running store migrations on %s", _redact(config.database))
         migrate(config)
         token = ensure_token(config)
+        self.in_flight = runs_in_flight(config.database)
         api = self._spawn(api_spec(config), env)
         self._wait_until("the API", self._api_healthy, api)
         self.gpus = visible_gpus(config.gpus)
@@ -280,8 +319,10 @@ class DevStack:
         not_polling = self.not_polling
         if not_polling:
             title = [
-                f"Marathon started but is NOT READY (home {c.home}): no worker polls {', '.join(not_polling)} "
-                f"after {READY_TIMEOUT_S:.0f} s; see {c.log_dir} and {c.api_url}/healthz",
+                f"Marathon started but is NOT READY (home {c.home}): no worker polls {', '.join(not_polling)}; "
+                f"runs cannot start until one does (the supervisor keeps restarting it; {c.log_dir}, "
+                f"{c.api_url}/healthz). Why:",
+                *[line for trouble in self.troubles for line in trouble.lines()],
             ]
         else:
             title = [f"Marathon is up (home {c.home}): every worker polls its task queue"]
@@ -295,6 +336,7 @@ class DevStack:
                 f"  Run page     {c.api_url}/runs/<run id>/page",
                 f"  Store        {_redact(c.database)}",
                 f"  Workers      {workers}   ({mode})",
+                *resumed_line(self.in_flight),
                 f"  Logs         {c.log_dir}/",
                 token_line,
                 "Press Ctrl-C to stop.",
