@@ -63,9 +63,16 @@ def register(subparsers) -> None:
     )
     goal.set_defaults(handler=goal_command)
 
-    hint = subparsers.add_parser("hint", parents=[common], help="give a running run a hint for its proposer")
+    hint = subparsers.add_parser(
+        "hint", parents=[common], help="give a running run a hint for its proposer",
+        description="Add a hint to a running run's notebook. What its proposer reads of it:\n"
+        "  search (the default): knob settings only, e.g. \"chunk=64\" (a knob of the problem's search\n"
+        "    space and one of its values: GET /problems lists them); an unknown knob or value is refused\n"
+        "  llm: the whole text, e.g. \"try a two-pass scan with the state kept in registers\"\n"
+        "The answer says which proposer will read it, or that this run's proposer ignores it.",
+    )
     hint.add_argument("id", help=ID_HELP)
-    hint.add_argument("text", help="the hint, in quotes; it goes into the run's notebook for the proposer")
+    hint.add_argument("text", help="the hint, in quotes: knob settings (search) or free text (llm)")
     hint.set_defaults(handler=hint_command)
 
 
