@@ -15,6 +15,7 @@ from store import repository
 from store.busy import RunBusy, attempt_fractions, run_fractions
 from store.db import session_scope
 from store.models import Attempt, Run
+from workflows.proposer_health import FAILING_PREFIX
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
@@ -100,6 +101,18 @@ def waiting_line(live: LiveState) -> str:
     )
 
 
+def proposer_failing(run: Run, live: Optional[LiveState]) -> str:
+    """What a running run says of a failing proposer: the retry Temporal holds now, else the
+    workflow's count of iterations without a candidate (its status message, or the store's note)."""
+    if live is not None and live.proposer_failing:
+        return live.proposer_failing
+    status = live.run_status if live is not None else None
+    for note in (status.message if status else "", run.stop_reason or ""):
+        if note.startswith(FAILING_PREFIX):
+            return note
+    return ""
+
+
 def to_public(
     run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None
 ) -> RunPublic:
@@ -155,6 +168,10 @@ def to_public(
         ended = ended_verdict(run, live)
         if ended is not None:
             fields.update(status=ended[0], stop_reason=ended[1])
+    # A running run's note on its failing proposer is not a reason it stopped: it has its own field.
+    fields["proposer_failing"] = proposer_failing(run, live) if fields["status"] not in TERMINAL_STATUSES else ""
+    if (fields.get("stop_reason") or "").startswith(FAILING_PREFIX):
+        fields["stop_reason"] = ""
     return RunPublic(**fields)
 
 

@@ -219,6 +219,10 @@ class RunPublic(BaseModel):
     waiting_for_worker: str = Field(
         "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
     )
+    proposer_failing: str = Field(
+        "", description="Set while the proposer fails (an LLM endpoint that cannot be reached): 'proposer failing: "
+        "<reason>'; the run ends failed after a few iterations in a row without a candidate"
+    )
     from_run: Optional[str] = Field(None, description="The run this one continues or was forked from")
     from_kind: Optional[Literal["continue", "fork"]] = Field(
         None, description="'continue' (more budget for the parent) or 'fork' (a new run from its best kernel)"

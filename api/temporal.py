@@ -80,6 +80,19 @@ class LiveState:
     evaluation_polled: Optional[bool] = None
     # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
     waiting_for: str = ""
+    # The propose step's last failure while Temporal retries it ("" when it is not failing).
+    proposer_failing: str = ""
+
+
+def propose_retrying(description) -> str:
+    """``proposer failing: <last error> (attempt 3, retrying)`` while the run's "propose" activity
+    is being retried after a failure; "" otherwise."""
+    for info in description.raw_description.pending_activities:
+        if info.activity_type.name != "propose" or info.attempt <= 1 or not info.HasField("last_failure"):
+            continue
+        reason = info.last_failure.message or "failed"
+        return f"proposer failing: {reason[:300]} (attempt {info.attempt}, retrying)"
+    return ""
 
 
 def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
@@ -255,6 +268,7 @@ class TemporalGateway:
                 evaluations=evaluations,
                 evaluation_polled=evaluation_polled,
                 waiting_for="; ".join(waiting),
+                proposer_failing=propose_retrying(description),
             )
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:

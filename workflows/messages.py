@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from workflows import lineage
 from workflows import notebook as nb
-from workflows import rules
+from workflows import proposer_health, rules
 from workflows.types import (
     Candidate,
     CandidateState,
@@ -155,7 +155,7 @@ def status_answer(inp: OptimizeInput, state: RunState, view: LoopView, now: date
         budget_used=rules.budget_used(state, rules.hours_since(state.started_at, now)),
         stop_reason=view.stop_reason,
         segment=state.segment,
-        message=state.pause_reason,
+        message=state.pause_reason or proposer_health.failing_note(state),
         hints=len(state.notebook.hints),
         candidates=[dataclasses.replace(c) for c in view.candidates],
         candidates_iteration=view.candidates_iteration,
