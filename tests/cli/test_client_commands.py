@@ -107,7 +107,7 @@ def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, l
     lines = out.splitlines()
     assert lines[0].startswith("started run ") and lines[0].endswith(" (kda)"), out
     run_id = lines[0].split()[2]
-    assert (code, lines[-1]) == (0, f"run {run_id} completed (budget_hours)"), f"{out}\n{err}"
+    assert (code, lines[-1]) == (0, f"run {run_id} completed: its time budget was spent (budget_hours)"), f"{out}\n{err}"
     # Only the hours budget can have ended it, and not before the hours had passed.
     assert elapsed >= hours * 3600, f"--wait returned after {elapsed:.1f} s, before the {hours * 3600:g} s budget"
     assert "follow it with" not in out
