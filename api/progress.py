@@ -83,7 +83,7 @@ def time_line(run: dict[str, Any], now: Optional[datetime] = None) -> str:
 
 
 def candidates_line(run: dict[str, Any]) -> str:
-    """``iteration 4: #0 ok, #1 evaluating, #2 waiting for a GPU worker (40 s)``; "" without candidates."""
+    """``iteration 4: #0 ok, #1 evaluating, #2 queued (40 s)``; "" without candidates."""
     rows = run.get("candidates")
     if not isinstance(rows, list) or not rows:
         return ""

@@ -78,8 +78,10 @@ def live_candidates(live: LiveState) -> list[dict[str, Any]]:
             continue
         if pending.attempt > 1:
             row["state"] = f"waiting to retry (attempt {pending.attempt})"
+        elif live.evaluation_polled:
+            row["state"] = f"queued ({_duration(pending.waiting_s)})"  # the workers are busy: normal
         else:
-            row["state"] = f"waiting for a GPU worker ({_duration(pending.waiting_s)})"
+            row["state"] = f"waiting for an evaluation worker ({_duration(pending.waiting_s)})"
     return rows
 
 
@@ -90,15 +92,14 @@ def waiting_line(live: LiveState) -> str:
         return ""
     queue = (live.run_status.evaluate_queue if live.run_status else "") or waiting[0].task_queue or "its queue"
     longest = max(e.waiting_s for e in waiting)
-    why = {
-        False: "no evaluation worker polls that queue: start one for this architecture",
-        True: "the workers on that queue are busy",
-        None: "",
-    }[live.evaluation_polled]
-    count = f"{len(waiting)} evaluation{'s' if len(waiting) != 1 else ''}"
-    return f"waiting for a GPU worker: {count} on {queue} not started for {_duration(longest)}" + (
-        f" ({why})" if why else ""
-    )
+    count = f"{len(waiting)} candidate{'s' if len(waiting) != 1 else ''}"
+    if live.evaluation_polled:
+        # Every worker is busy: the candidates wait their turn, as they normally do.
+        workers = live.evaluation_workers
+        return f"queued: {count}, {workers} evaluation worker{'s' if workers != 1 else ''} busy on {queue}"
+    why = " (no evaluation worker polls that queue: start one for this architecture)" \
+        if live.evaluation_polled is False else ""
+    return f"WAITING for an evaluation worker: {count} on {queue} not started for {_duration(longest)}{why}"
 
 
 def proposer_failing(run: Run, live: Optional[LiveState]) -> str:
@@ -162,6 +163,7 @@ def to_public(
             live=True,
             candidates=live_candidates(live),
             candidates_iteration=status.candidates_iteration,
+            start_iteration=status.start_iteration,
         )
     if live is not None:
         fields["waiting_for_worker"] = waiting_line(live)

@@ -213,9 +213,13 @@ class RunPublic(BaseModel):
     candidates: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The current (or last) iteration's candidates: index, strategy and state (proposed, "
-        "evaluating, waiting for a GPU worker, confirming, or the judge's status); only while the run is live",
+        "evaluating, queued (every evaluation worker busy), waiting for an evaluation worker (none polls), "
+        "confirming, or the judge's status); only while the run is live",
     )
     candidates_iteration: int = Field(0, description="The iteration those candidates belong to")
+    start_iteration: int = Field(
+        0, description="For a continued run, its parent's iteration count, which it numbers on from (while live)"
+    )
     waiting_for_worker: str = Field(
         "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
     )

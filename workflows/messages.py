@@ -141,6 +141,9 @@ def status_answer(inp: OptimizeInput, state: RunState, view: LoopView, now: date
     status, phase = view.status, view.phase
     if state.paused and status == "running":
         status, phase = "paused", f"pausing after iteration {state.iteration + 1} ({phase})"
+    elif state.stop_requested and status == "running":
+        phase = f"stopping: asked to stop, ending after the current step ({phase})"
+    start = inp.start_from
     return RunStatus(
         run_id=inp.run_id,
         problem=inp.problem,
@@ -160,4 +163,5 @@ def status_answer(inp: OptimizeInput, state: RunState, view: LoopView, now: date
         candidates=[dataclasses.replace(c) for c in view.candidates],
         candidates_iteration=view.candidates_iteration,
         evaluate_queue=view.evaluate_queue,
+        start_iteration=start.iteration if start is not None and start.kind == "continue" else 0,
     )

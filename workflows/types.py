@@ -354,3 +354,5 @@ class RunStatus:
     candidates: list[CandidateState] = field(default_factory=list)
     candidates_iteration: int = 0
     evaluate_queue: str = ""
+    # The iteration a continued run started from (its parent's count): its own pace counts from here.
+    start_iteration: int = 0

@@ -84,7 +84,7 @@ def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
     # Paused again at once, the run stops without finishing another iteration.
     cli(capsys, "pause", run_id, *home)
     code, out, _ = cli(capsys, "stop", run_id, *home)
-    assert (code, out) == (0, f"run {run_id} asked to stop\n")
+    assert (code, out) == (0, f"run {run_id} asked to stop: it shows 'stopping' until its current step ends, then 'stopped'\n")
 
     code, out, _ = cli(capsys, "watch", run_id, "--interval", "0.5", *home)
     assert code == 0
