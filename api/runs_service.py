@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import asdict
@@ -12,6 +13,7 @@ from api.schemas import AttemptPublic, RunPublic
 from api.temporal import LiveState, PendingEvaluation
 from marathon.settings import Settings
 from store import repository
+from store.artifacts import get_text
 from store.busy import RunBusy, attempt_fractions, run_fractions
 from store.db import session_scope
 from store.models import Attempt, Run
@@ -115,7 +117,8 @@ def proposer_failing(run: Run, live: Optional[LiveState]) -> str:
 
 
 def to_public(
-    run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None
+    run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None,
+    baseline: str = "",
 ) -> RunPublic:
     """The run as the API shows it; ``busy`` (``load_busy``) adds its GPU figures."""
     goal = Goal(**run.goal)
@@ -142,6 +145,8 @@ def to_public(
         from_run=run.from_run,
         from_kind=run.from_kind,
     )
+    if baseline:
+        fields["baseline"] = baseline
     if busy is not None and busy.attempts:
         fields.update(
             evaluation_gpu_s=round(busy.evaluation_s, 3),
@@ -193,6 +198,21 @@ def load_run(url: str, run_id: str) -> Run:
         if run is None:
             raise RunNotFound(run_id)
         return run
+
+
+def best_baseline(url: str, attempt_id: Optional[int]) -> str:
+    """The baseline the run's best was timed against (its judge report's ``baseline``); "" if unknown."""
+    if attempt_id is None:
+        return ""
+    with session_scope(url, read_only=True) as session:
+        attempt = repository.get_attempt(session, attempt_id)
+        if attempt is None or not attempt.report_sha:
+            return ""
+        try:
+            report = json.loads(get_text(session, attempt.report_sha))
+        except (KeyError, ValueError):
+            return ""
+    return str(report.get("baseline") or "") if isinstance(report, dict) else ""
 
 
 def load_busy(url: str, run_id: str) -> RunBusy:

@@ -242,6 +242,10 @@ class RunPublic(BaseModel):
     timing_fraction: Optional[float] = Field(
         None, description="Fraction of that time the candidates held the GPU exclusively for timing"
     )
+    baseline: str = Field(
+        "", description="What the speedups are measured against (the best's judge report: 'eager', "
+        "'torch.compile', ...); GET /runs/{id} only"
+    )
     created_at: datetime
     updated_at: datetime
     run_page_url: str

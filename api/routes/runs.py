@@ -285,7 +285,8 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
     run = await _load(settings, run_id)
     live = await temporal.live_state(run_id) if run.status not in FINISHED_RUN_STATUSES else None
     busy = await run_in_threadpool(service.load_busy, settings.resolved_database_url, run_id)
-    return service.to_public(run, settings, temporal.ui_url(run_id), live, busy)
+    baseline = await run_in_threadpool(service.best_baseline, settings.resolved_database_url, run.best_attempt_id)
+    return service.to_public(run, settings, temporal.ui_url(run_id), live, busy, baseline)
 
 
 def _existing_run(session, run_id: str):

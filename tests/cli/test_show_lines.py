@@ -93,3 +93,9 @@ def test_runs_with_no_runs_gives_the_next_step(capsys):
     assert "no runs yet: start one with `marathon run kda --iterations 2`" in out and "marathon watch" in out
     assert runs_command.__wrapped__(NoRuns(), argparse.Namespace(status="failed", problem=None, limit=20)) == 0
     assert "no runs matching the filter" in capsys.readouterr().out
+
+
+def test_show_names_the_baseline_of_the_best():
+    run = {"id": "kda-1", "status": "completed", "best_speedup": 0.00192, "baseline": "eager",
+           "best": {"timing_kind": "interpreter"}}
+    assert "  best         0.00192x vs eager (interpreter timing: CPU, noisy)" in describe_run(run)
