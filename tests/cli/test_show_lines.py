@@ -99,3 +99,22 @@ def test_show_names_the_baseline_of_the_best():
     run = {"id": "kda-1", "status": "completed", "best_speedup": 0.00192, "baseline": "eager",
            "best": {"timing_kind": "interpreter"}}
     assert "  best         0.00192x vs eager (interpreter timing: CPU, noisy)" in describe_run(run)
+
+
+class Continues:
+    def continue_run(self, parent: str, body: dict) -> dict:
+        more = body.get("iterations", 20)
+        return {"id": "kda-child", "budget": {"iterations": 40 + more}}
+
+
+def test_continue_without_iterations_says_what_budget_it_takes(capsys):
+    from marathon.commands.run import continue_run
+
+    args = argparse.Namespace(continue_run="kda-parent", iterations=None, hours=None, goal=None, objective=None,
+                              wait=False)
+    assert continue_run.__wrapped__(Continues(), args) == 0
+    out = capsys.readouterr().out
+    assert ("no --iterations given: run kda-parent's iteration budget again, so up to 60 iterations in all, "
+            "counting its own; `--iterations N` gives N more instead") in out
+    assert continue_run.__wrapped__(Continues(), argparse.Namespace(**{**vars(args), "iterations": 5})) == 0
+    assert "no --iterations given" not in capsys.readouterr().out
