@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, TOKEN_COOKIE, page_token_state, token_is_valid
+from api.deps import INVALID_TOKEN, NEEDS_TOKEN, TOKEN_COOKIE, page_token_state, token_is_valid
 from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,
@@ -172,7 +172,7 @@ async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook
         return None
 
 
-@router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True)
+@router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True, openapi_extra=NEEDS_TOKEN)
 async def read_run_page(run_id: str, request: Request) -> Response:
     """The run page: summary, speedup curve, steering and notebook, the diff against the seed, the kernel."""
     state = await page_token_state(request)
