@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from api.page_plot import PlotPoint, speedup_svg
 from api.page_values import ShapeTime, esc, ratio
-from marathon.progress import reason_label, reason_words
+from api.progress import reason_label, reason_words
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -160,7 +160,9 @@ def _facts(data: PageData) -> str:
     if data.progress:
         progress = "<br>".join(esc(line) for line in data.progress)
         rows.append(("Progress", f'<span id="run-progress">{progress}</span>'))
-    rows.append(("GPU use", f'<span id="gpu-use">{esc(data.gpu or "—")}</span>'))
+    # Off the GPU (Triton's interpreter) there is no GPU to be busy: the row says what was measured.
+    use_label = "Evaluation (no GPU)" if data.timing_kind and data.timing_kind != "gpu" else "GPU use"
+    rows.append((use_label, f'<span id="gpu-use">{esc(data.gpu or "—")}</span>'))
     if data.stop_reason:
         label = reason_label(data.status)
         reason = f'<span id="stop-reason">{esc(reason_words(data.stop_reason))}</span>'

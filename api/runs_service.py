@@ -176,7 +176,7 @@ def to_public(
         if ended is not None:
             fields.update(status=ended[0], stop_reason=ended[1])
     # A running run's note on its failing proposer is not a reason it stopped: it has its own field.
-    fields["proposer_failing"] = proposer_failing(run, live) if fields["status"] not in TERMINAL_STATUSES else ""
+    fields["proposer_failing"] = proposer_failing(run, live) if fields["status"] not in FINISHED_RUN_STATUSES else ""
     if (fields.get("stop_reason") or "").startswith(FAILING_PREFIX):
         fields["stop_reason"] = ""
     return RunPublic(**fields)

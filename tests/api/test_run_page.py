@@ -124,6 +124,8 @@ async def test_page_shows_how_busy_the_gpu_was(api):
     # Nothing measured (these attempts carry no GPU figures): a dash, and no crash.
     assert '<span id="gpu-use">—</span>' in response.text
     assert '<td class="gpu">—</td>' in response.text
+    # The best was timed in the interpreter: the row does not pretend there is a GPU.
+    assert "<dt>Evaluation (no GPU)</dt>" in response.text and "<dt>GPU use</dt>" not in response.text
     with api.db() as session:
         repository.record_attempt(
             session, run_id=run_id, iteration=4, index=0, strategy="tile-4", knobs=None, source_sha="a" * 64,

@@ -86,3 +86,24 @@ def test_the_status_query_says_the_proposer_is_failing():
                              candidates_iteration=0, evaluate_queue="q")
     answer = messages.status_answer(OptimizeInput(run_id="r", problem="p"), state, view, datetime.now(timezone.utc))
     assert answer.message.startswith("proposer failing: LLM endpoint x is unreachable (1 of 3")
+
+
+def test_the_api_says_proposer_failing_while_temporal_retries_the_first_call():
+    """Before an iteration has failed, Temporal's pending "propose" activity (attempt 2 and on,
+    with its last failure) is what tells the API that the proposer is failing."""
+    from types import SimpleNamespace
+
+    from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+
+    from api.temporal import propose_retrying
+
+    raw = DescribeWorkflowExecutionResponse()
+    description = SimpleNamespace(raw_description=raw)
+    first = raw.pending_activities.add()
+    first.activity_type.name, first.attempt = "propose", 1
+    assert propose_retrying(description) == ""  # the first try: nothing has failed yet
+    first.attempt = 3
+    first.last_failure.message = f"LLM endpoint {UNREACHABLE} is unreachable: Connection refused"
+    assert propose_retrying(description) == (
+        f"proposer failing: LLM endpoint {UNREACHABLE} is unreachable: Connection refused (attempt 3, retrying)"
+    )
