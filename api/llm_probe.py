@@ -16,7 +16,8 @@ async def unreachable_reason(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) 
     """None when ``base_url`` answers HTTP (``GET <base_url>/models``); else why it does not, in words."""
     url = base_url.rstrip("/") + "/models"
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False, trust_env=False) as client:
+        # The proxy settings of the environment apply, as they do to the proposer's own client.
+        async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
             await client.get(url)
     except httpx.InvalidURL as error:
         return f"{base_url!r} is not a URL the proposer can call: {error}"
