@@ -82,3 +82,13 @@ def diagnose(name: str, log_path: Optional[Path], exit_code: Optional[int]) -> C
         if log_path is not None:
             error += f"; see {log_path}"
     return ChildTrouble(name=name, error=error[:400], fix=fix_for(error))
+
+
+def explained_by_crashes(missing: list[str], crashed: set[str], cpu_queue: str) -> bool:
+    """Whether every queue nobody polls (``"<queue> (<kind>)"``) belongs to a worker that has
+    exited (names in ``crashed``): the CPU queue to ``worker-cpu``, an evaluation queue to an
+    evaluation worker. Until then the others may still be starting: wait for them."""
+    evaluators_crashed = bool(crashed - {"worker-cpu"})
+    return bool(crashed) and all(
+        ("worker-cpu" in crashed) if name.startswith(f"{cpu_queue} (") else evaluators_crashed for name in missing
+    )

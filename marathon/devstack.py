@@ -24,9 +24,11 @@ from typing import Callable, Optional, TextIO
 
 import httpx
 
-from marathon.child_logs import ChildTrouble, diagnose
+from marathon.child_logs import ChildTrouble, diagnose, explained_by_crashes
 from marathon.client import TOKEN_FILE_NAME
 from marathon.gpus import evaluation_archs, visible_gpus
+from marathon.settings import get_settings
+from marathon.resumed_runs import resumed_line, runs_in_flight
 from marathon.processes import (
     Child,
     ChildSpec,
@@ -75,27 +77,6 @@ def ensure_token(config: StackConfig) -> Optional[str]:
         handle.write(token + "\n")
     os.chmod(path, 0o600)
     return token
-
-
-def runs_in_flight(database: str) -> list[str]:
-    """Runs the store holds as running or paused: their workflows carry on once the workers poll."""
-    from store.db import session_scope
-    from store.repository import list_runs
-
-    found = []
-    with session_scope(database) as session:
-        for status in ("running", "paused"):
-            runs, _ = list_runs(session, status=status, limit=1000)
-            found += [f"{run.id} ({status})" for run in runs]
-    return found
-
-
-def resumed_line(in_flight: list[str]) -> list[str]:
-    """The banner's line on runs that carry on from an earlier `marathon up`; none when there are none."""
-    if not in_flight:
-        return []
-    shown = ", ".join(in_flight[:5]) + (f" and {len(in_flight) - 5} more" if len(in_flight) > 5 else "")
-    return [f"  Resumed      {len(in_flight)} run(s) that were in flight: {shown}"]
 
 
 def migrate(config: StackConfig) -> None:
@@ -196,8 +177,6 @@ class DevStack:
         The API routes a new run to the first evaluation queue that has a worker, so a run
         created before the evaluation worker polls would wait for a GPU that never comes.
         """
-        from marathon.settings import get_settings
-
         settings = get_settings()
         # The CPU worker serves the workflows and the propose/record activities on one queue.
         queues = [(settings.cpu_task_queue, "workflow"), (settings.cpu_task_queue, "activity")]
@@ -234,7 +213,7 @@ class DevStack:
                     response = await client.workflow_service.describe_task_queue(request)
                     if not response.pollers:
                         missing.append(f"{queue} ({kind})")
-                if not missing or self._crashed_workers():
+                if not missing or self._all_explained_by_crashes(missing):
                     # A worker that exited while starting (no sandbox, a bad setting) will not
                     # poll before the supervisor restarts it: say why now rather than after the timeout.
                     return missing
@@ -257,6 +236,10 @@ class DevStack:
 
     def _crashed_workers(self) -> list[Child]:
         return [child for child in self._workers() if child.exited() is not None]
+
+    def _all_explained_by_crashes(self, missing: list[str]) -> bool:
+        crashed = {child.spec.name for child in self._crashed_workers()}
+        return explained_by_crashes(missing, crashed, get_settings().cpu_task_queue)
 
     def _worker_troubles(self) -> list[ChildTrouble]:
         """Why the workers do not poll: those that exited, else every worker, from their logs."""

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from marathon.child_logs import diagnose, last_error_line, latest_start
-from marathon.devstack import DevStack, resumed_line, runs_in_flight
+from marathon.devstack import DevStack
+from marathon.resumed_runs import resumed_line, runs_in_flight
 from marathon.processes import Child
 from marathon.stack_config import StackConfig, worker_specs
 from store.db import session_scope, upgrade
@@ -70,3 +71,15 @@ def test_the_banner_names_the_runs_it_resumed(tmp_path):
     in_flight = runs_in_flight(url)
     assert sorted(in_flight) == ["kda-a (running)", "kda-b (running)"]
     assert resumed_line(in_flight)[0].startswith("  Resumed      2 run(s) that were in flight: ")
+
+
+def test_up_stops_waiting_only_once_every_missing_queue_has_a_crashed_worker():
+    from marathon.child_logs import explained_by_crashes
+
+    cpu, evaluation = ["marathon-cpu (workflow)", "marathon-cpu (activity)"], ["marathon-gpu-cpu (activity)"]
+    # The evaluation worker exited; the CPU worker is only slow to start: keep waiting for it.
+    assert not explained_by_crashes(cpu + evaluation, {"worker-eval-cpu"}, "marathon-cpu")
+    assert explained_by_crashes(evaluation, {"worker-eval-cpu"}, "marathon-cpu")
+    assert explained_by_crashes(cpu + evaluation, {"worker-eval-cpu", "worker-cpu"}, "marathon-cpu")
+    assert not explained_by_crashes(evaluation, set(), "marathon-cpu")
+    assert not explained_by_crashes(evaluation, {"worker-cpu"}, "marathon-cpu")
