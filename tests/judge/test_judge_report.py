@@ -142,3 +142,16 @@ def test_capture_keeps_head_and_tail_only():
     assert text.startswith("line 0\n") and text.endswith("line 9999\n")
     assert "bytes of output dropped" in text
     assert len(text) < children.HEAD_BYTES + children.TAIL_BYTES + 100
+
+
+def test_the_summary_counts_timed_shapes_keeps_significant_figures_and_says_cpu_timings_are_noisy():
+    from kernels.judge.report import JudgeReport
+
+    timed = {"shape": "T=64", "speedup": 0.00192,
+             "timing": {"candidate": {"median_ms": 10.0}, "baseline": {"median_ms": 0.0192}}}
+    report = JudgeReport(status="ok", shapes=[timed, {**timed, "shape": "T=128"}, {"shape": "T=4096"}],
+                         speedup=0.00192, timing_kind="interpreter", baseline="eager")
+    text = report.summary()
+    assert "speedup vs eager: 0.00192x geomean over 2 timed shapes (1 more checked, not timed)" in text
+    assert "CPU interpreter timings are noisy" in text
+    assert "0.00192x vs eager" in text and "0.00x" not in text
