@@ -53,7 +53,18 @@ def _run_links(schema: dict[str, Any]) -> dict[str, Any]:
     return links
 
 
+# What POST /runs refuses with 422 beyond what the schema expresses (FastAPI writes "Validation Error").
+CREATE_422 = (
+    "The body breaks the schema, or a check the schema cannot express: a problem that is not served now, "
+    "an unknown from_run or one on another problem, a goal, budget or proposer the run would refuse, text "
+    "that cannot be stored (a lone surrogate, a NUL)"
+)
+
+
 def _with_links(schema: dict[str, Any]) -> dict[str, Any]:
+    refused = schema.get("paths", {}).get("/runs", {}).get("post", {}).get("responses", {}).get("422")
+    if refused is not None:
+        refused["description"] = CREATE_422
     links = _run_links(schema)
     for path, method in CREATING:
         response = schema.get("paths", {}).get(path, {}).get(method, {}).get("responses", {}).get("201")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
-from api.text_safety import first_unstorable
+from api.text_safety import unstorable
 
 # More keys than any request object has (fields plus the goal shorthand), with room to grow.
 MAX_KEYS = 64
@@ -39,12 +39,18 @@ class Checked(BaseModel):
         if isinstance(data, dict) and len(data) > MAX_KEYS:
             names = [str(key) for _, key in zip(range(NAMED_KEYS), data)]
             raise ValueError(too_many_keys_message(len(data), names))
+        if isinstance(data, dict):
+            for key in data:
+                reason = unstorable(key) if isinstance(key, str) else None
+                if reason is not None:
+                    raise ValueError(f"a key {reason}")
         return data
 
-    @field_validator("*", mode="after")
+    # Before pydantic's own checks: a pattern, for one, cannot even read such a string.
+    @field_validator("*", mode="before")
     @classmethod
     def _storable_text(cls, value: Any, info: ValidationInfo) -> Any:
-        reason = first_unstorable(value) if isinstance(value, (str, list, dict)) else None
+        reason = unstorable(value) if isinstance(value, str) else None
         if reason is not None:
             raise ValueError(f"{info.field_name} {reason}")
         return value
