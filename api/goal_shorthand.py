@@ -27,6 +27,8 @@ def shorthand_conflicts() -> dict[str, Any]:
 
 def refuse_mixed_shorthand(shorthand: list[str], data: dict) -> None:
     """Raise ValueError, in words, when a goal uses a shorthand together with what it stands for."""
+    if data[shorthand[0]] is None:
+        raise ValueError(f'the goal shorthand {{"{shorthand[0]}": x}} needs a number x, got null')
     clashing = [key for key in _EXCLUSIVE if key in data and key != shorthand[0]]
     if clashing:
         given = ", ".join(clashing)

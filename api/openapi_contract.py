@@ -53,18 +53,28 @@ def _run_links(schema: dict[str, Any]) -> dict[str, Any]:
     return links
 
 
-# What POST /runs refuses with 422 beyond what the schema expresses (FastAPI writes "Validation Error").
-CREATE_422 = (
-    "The body breaks the schema, or a check the schema cannot express: a problem that is not served now, "
-    "an unknown from_run or one on another problem, a goal, budget or proposer the run would refuse, text "
-    "that cannot be stored (a lone surrogate, a NUL)"
-)
+# What a route refuses with 422 beyond what the schema expresses (FastAPI writes "Validation Error"):
+# checks against the store or the run, which a body valid by the schema can still fail.
+_BEYOND_SCHEMA = "text that cannot be stored (a lone surrogate, a NUL)"
+REFUSALS_422 = {
+    ("/runs", "post"): "The body breaks the schema, or a check the schema cannot express: a problem that is not "
+    "served now, an unknown from_run or one on another problem, a goal, budget or proposer the run would refuse, "
+    + _BEYOND_SCHEMA,
+    ("/runs/{run_id}/continue", "post"): "The body breaks the schema, or the budget counted with the parent's "
+    "is past its limits, or " + _BEYOND_SCHEMA,
+    ("/runs/{run_id}/goal", "patch"): "The body breaks the schema, or the goal merged with the run's is invalid "
+    "(a roofline target over 1), or the run refused it (its objective cannot change mid-run), or "
+    + _BEYOND_SCHEMA,
+    ("/runs/{run_id}/hints", "post"): "The body breaks the schema, or the hint sets a knob the problem lacks or "
+    "a value the knob does not take (GET /problems lists them), or " + _BEYOND_SCHEMA,
+}
 
 
 def _with_links(schema: dict[str, Any]) -> dict[str, Any]:
-    refused = schema.get("paths", {}).get("/runs", {}).get("post", {}).get("responses", {}).get("422")
-    if refused is not None:
-        refused["description"] = CREATE_422
+    for (path, method), description in REFUSALS_422.items():
+        refused = schema.get("paths", {}).get(path, {}).get(method, {}).get("responses", {}).get("422")
+        if refused is not None:
+            refused["description"] = description
     links = _run_links(schema)
     for path, method in CREATING:
         response = schema.get("paths", {}).get(path, {}).get(method, {}).get("responses", {}).get("201")

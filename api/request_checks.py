@@ -8,7 +8,7 @@ costs one ``len``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, get_args
 
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
@@ -53,4 +53,15 @@ class Checked(BaseModel):
         reason = unstorable(value) if isinstance(value, str) else None
         if reason is not None:
             raise ValueError(f"{info.field_name} {reason}")
+        if isinstance(value, float) and value.is_integer() and _takes_int(cls, info.field_name):
+            # JSON Schema's integer includes 3.0; the models are strict (no "3", no true), not stricter.
+            return int(value)
         return value
+
+
+def _takes_int(model: type[BaseModel], name: Optional[str]) -> bool:
+    field = model.model_fields.get(name or "")
+    if field is None:
+        return False
+    kinds = (field.annotation, *get_args(field.annotation))
+    return int in kinds and float not in kinds

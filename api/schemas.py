@@ -23,6 +23,12 @@ TARGET_SCHEMA = {"exclusiveMinimum": 0}
 TARGET_MAX = 10_000.0
 GPU_SECONDS_MAX = 1e9
 SAFE_INTEGER_MAX = 2**53 - 1
+# A roofline target is a fraction (Goal.problems() refuses more); the schema says so.
+ROOFLINE_MAX = 1.0
+ROOFLINE_RULE = {
+    "if": {"properties": {"objective": {"const": "roofline"}}, "required": ["objective"]},
+    "then": {"properties": {"target": {"maximum": ROOFLINE_MAX}}},
+}
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
 INTENT_SCHEMA = {"maxLength": Goal.INTENT_LIMIT}
 
@@ -31,7 +37,8 @@ class Strict(Checked):
     """Unknown fields are an error: a typo in a request must not silently fall back to a default.
     ``Checked`` bounds the keys and refuses text that cannot be stored (api/request_checks.py)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: a JSON true is not the number 1, nor "2" the number 2 (the schema says number).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
@@ -41,12 +48,13 @@ def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
         properties[name] = {
             "type": "number",
             "exclusiveMinimum": 0,
-            "maximum": TARGET_MAX,
+            "maximum": ROOFLINE_MAX if name == "roofline" else TARGET_MAX,
             "title": name.capitalize(),
             "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
             "(not together with objective or target)",
         }
     schema["not"] = shorthand_conflicts()
+    schema["allOf"] = [ROOFLINE_RULE]
     schema["examples"] = [
         {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
     ]
