@@ -29,6 +29,7 @@ from tests.reliability.fuzz_stack import fuzz_stack
 EXAMPLES = int(os.environ.get("MARATHON_FUZZ_EXAMPLES", "15"))
 MAX_TIME_S = int(os.environ.get("MARATHON_FUZZ_MAX_TIME", "120"))
 SEED = int(os.environ.get("MARATHON_FUZZ_SEED", "20261205"))
+WORKERS = int(os.environ.get("MARATHON_FUZZ_WORKERS", "1"))
 PHASES = "examples,coverage,fuzzing,stateful"
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
@@ -44,7 +45,7 @@ def schemathesis_command(schema_url: str, token: str, report: str) -> list[str]:
         "--max-examples", str(EXAMPLES),
         "--max-time", str(MAX_TIME_S),
         "--seed", str(SEED),
-        "--workers", "1",
+        "--workers", str(WORKERS),
         "--header", f"Authorization: Bearer {token}",
         "--request-timeout", "30",
         "--suppress-health-check", "all",
@@ -92,16 +93,18 @@ def _stored_run_ids(url: str) -> list[str]:
 
 
 async def _workflow_ids(address: str, run_ids: list[str]) -> set[str]:
-    from temporalio.client import Client
+    from temporalio.client import Client, WorkflowExecutionStatus
+    from temporalio.service import RPCError
 
     client = await Client.connect(address)
     found = set()
     for run_id in run_ids:
+        handle = client.get_workflow_handle(run_id)
         try:
-            await client.get_workflow_handle(run_id).describe()
-            found.add(run_id)
-        except Exception:
-            pass
-        else:
-            await client.get_workflow_handle(run_id).terminate(reason="fuzz test clean-up")
+            description = await handle.describe()
+        except RPCError:
+            continue
+        found.add(run_id)
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            await handle.terminate(reason="fuzz test clean-up")
     return found
