@@ -27,6 +27,18 @@ async def standin_evaluate() -> None:
     """Never called: it makes the evaluation queue polled, so runs start without a gpu_arch."""
 
 
+async def _connect(address: str, wait_s: float = 90.0) -> Client:
+    """A client once the dev server's frontend is healthy (on a loaded machine it takes a while)."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        try:
+            return await Client.connect(address)
+        except RuntimeError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(1.0)
+
+
 class StandInWorkers:
     """The stand-in workflow and evaluator polling in a thread of their own (the fuzzer is synchronous)."""
 
@@ -41,7 +53,7 @@ class StandInWorkers:
     async def _serve(self) -> None:
         try:
             self.stop = asyncio.Event()
-            client = await Client.connect(self.address)
+            client = await _connect(self.address)
             workflows = Worker(client, task_queue=self.task_queue, workflows=[StandInOptimizeWorkflow],
                                workflow_runner=UnsandboxedWorkflowRunner())
             evaluator = Worker(client, task_queue=self.evaluate_queue, activities=[standin_evaluate])
@@ -54,7 +66,7 @@ class StandInWorkers:
 
     def __enter__(self) -> "StandInWorkers":
         self.thread.start()
-        if not self.ready.wait(60) or self.error is not None:
+        if not self.ready.wait(150) or self.error is not None:
             raise RuntimeError(f"the stand-in workers did not start: {self.error!r}")
         return self
 
