@@ -90,3 +90,14 @@ async def test_creating_a_run_links_to_the_routes_that_read_and_steer_it(api):
     links = schema["paths"]["/runs"]["post"]["responses"]["201"]["links"]
     assert {"read_run_runs__run_id__get", "update_goal_runs__run_id__goal_patch"} <= set(links)
     assert all(link["parameters"] == {"run_id": "$response.body#/id"} for link in links.values())
+
+
+async def test_the_body_is_read_as_the_schema_types_it(api):
+    """Found by the fuzzer: ``true`` was read as the number 1 and ``{"speedup": null}`` as no change."""
+    for goal in ({"target": True}, {"speedup": "2"}, {"speedup": None}):
+        response = await api.http.post("/runs", json={"problem": "kda", "goal": goal})
+        assert response.status_code == 422, (goal, response.text)
+    run_id = (await api.http.post("/runs", json={"problem": "kda", "budget": {"iterations": 20.0}})).json()["id"]
+    assert (await api.http.get(f"/runs/{run_id}")).json()["budget"]["iterations"] == 20
+    refused = await api.http.patch(f"/runs/{run_id}/goal", json={"speedup": None})
+    assert refused.status_code == 422 and "needs a number x, got null" in refused.json()["detail"][0]["msg"]

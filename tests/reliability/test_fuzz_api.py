@@ -69,8 +69,9 @@ def test_schemathesis_with_all_checks_finds_nothing(temporal_server, tmp_path):
     report = str(tmp_path / "events.ndjson")
     with fuzz_stack(temporal_server.address, tmp_path) as (api, token, url):
         command = schemathesis_command(f"{api.base_url}/openapi.json", token, report)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=MAX_TIME_S + 120, env={
-            **os.environ, "SCHEMATHESIS_HOOKS": "", "PYTHONIOENCODING": "utf-8"})
+        # In the test's directory: the CLI keeps a cache (.schemathesis/) where it runs.
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MAX_TIME_S + 120, cwd=tmp_path,
+                              env={**os.environ, "SCHEMATHESIS_HOOKS": "", "PYTHONIOENCODING": "utf-8"})
         stored = _stored_run_ids(url)
     output = done.stdout + done.stderr
     (tmp_path / "schemathesis.txt").write_text(output, encoding="utf-8")
