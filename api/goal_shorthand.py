@@ -11,6 +11,13 @@ from typing import Any
 
 from workflows.types import OBJECTIVES
 
+# A roofline target is a fraction (Goal.problems() refuses more); a goal's schema says so.
+ROOFLINE_MAX = 1.0
+ROOFLINE_RULE = {
+    "if": {"properties": {"objective": {"const": "roofline"}}, "required": ["objective"]},
+    "then": {"properties": {"target": {"maximum": ROOFLINE_MAX}}},
+}
+
 # The keys a shorthand stands for, and the shorthands themselves: no two of them together.
 _EXCLUSIVE = ("objective", "target", *OBJECTIVES)
 

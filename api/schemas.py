@@ -7,7 +7,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, model_validator
 
-from api.goal_shorthand import refuse_mixed_shorthand, shorthand_conflicts
+from api.goal_shorthand import ROOFLINE_MAX, ROOFLINE_RULE, refuse_mixed_shorthand, shorthand_conflicts
 from api.request_checks import Checked
 from api.text_safety import Public
 from workflows.notebook import HINT_LIMIT
@@ -23,12 +23,6 @@ TARGET_SCHEMA = {"exclusiveMinimum": 0}
 TARGET_MAX = 10_000.0
 GPU_SECONDS_MAX = 1e9
 SAFE_INTEGER_MAX = 2**53 - 1
-# A roofline target is a fraction (Goal.problems() refuses more); the schema says so.
-ROOFLINE_MAX = 1.0
-ROOFLINE_RULE = {
-    "if": {"properties": {"objective": {"const": "roofline"}}, "required": ["objective"]},
-    "then": {"properties": {"target": {"maximum": ROOFLINE_MAX}}},
-}
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
 INTENT_SCHEMA = {"maxLength": Goal.INTENT_LIMIT}
 
