@@ -11,6 +11,8 @@ from typing import Any
 
 from workflows.types import OBJECTIVES
 
+# The ceiling of a speedup target (the run page draws it on a log axis).
+TARGET_MAX = 10_000.0
 # A roofline target is a fraction (Goal.problems() refuses more); a goal's schema says so.
 ROOFLINE_MAX = 1.0
 ROOFLINE_RULE = {
@@ -43,3 +45,22 @@ def refuse_mixed_shorthand(shorthand: list[str], data: dict) -> None:
             f'the goal shorthand {{"{shorthand[0]}": x}} stands for objective and target: give either it alone '
             f"or objective and target, not it together with {given}"
         )
+
+
+def goal_schema(schema: dict[str, Any]) -> None:
+    """Show the shorthand keys the validator accepts (``{"speedup": 2.0}``) and its rule in the OpenAPI schema."""
+    properties = schema.setdefault("properties", {})
+    for name in OBJECTIVES:
+        properties[name] = {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": ROOFLINE_MAX if name == "roofline" else TARGET_MAX,
+            "title": name.capitalize(),
+            "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
+            "(not together with objective or target)",
+        }
+    schema["not"] = shorthand_conflicts()
+    schema["allOf"] = [ROOFLINE_RULE]
+    schema["examples"] = [
+        {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
+    ]

@@ -7,7 +7,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, model_validator
 
-from api.goal_shorthand import ROOFLINE_MAX, ROOFLINE_RULE, refuse_mixed_shorthand, shorthand_conflicts
+from api.goal_shorthand import TARGET_MAX, goal_schema, refuse_mixed_shorthand
 from api.request_checks import Checked
 from api.text_safety import Public
 from workflows.notebook import HINT_LIMIT
@@ -18,9 +18,8 @@ from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, OptimizeIn
 # words); the schema states them too, so clients and fuzzers know them without a round trip.
 OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}
 TARGET_SCHEMA = {"exclusiveMinimum": 0}
-# Numbers the run page draws, and integers a JavaScript client must read back exactly, have a
-# stated ceiling (pydantic enforces these; the schema shows them).
-TARGET_MAX = 10_000.0
+# Numbers the run page draws (TARGET_MAX too), and integers a JavaScript client must read back
+# exactly, have a stated ceiling (pydantic enforces these; the schema shows them).
 GPU_SECONDS_MAX = 1e9
 SAFE_INTEGER_MAX = 2**53 - 1
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
@@ -35,29 +34,10 @@ class Strict(Checked):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
-def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
-    """Show the shorthand keys the validator accepts (``{"speedup": 2.0}``) in the OpenAPI schema."""
-    properties = schema.setdefault("properties", {})
-    for name in OBJECTIVES:
-        properties[name] = {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "maximum": ROOFLINE_MAX if name == "roofline" else TARGET_MAX,
-            "title": name.capitalize(),
-            "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
-            "(not together with objective or target)",
-        }
-    schema["not"] = shorthand_conflicts()
-    schema["allOf"] = [ROOFLINE_RULE]
-    schema["examples"] = [
-        {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
-    ]
-
-
 class GoalIn(Strict):
     """A goal. ``{"speedup": 2.0}`` is short for ``{"objective": "speedup", "target": 2.0}``."""
 
-    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
+    model_config = ConfigDict(json_schema_extra=goal_schema)
 
     objective: str = Field(Goal.objective, json_schema_extra=OBJECTIVE_SCHEMA)
     target: float = Field(Goal.target, le=TARGET_MAX, json_schema_extra=TARGET_SCHEMA)
@@ -84,7 +64,7 @@ class GoalUpdate(Strict):
     """A change of goal; fields left out keep their current value. ``{"speedup": 2.5}`` is short
     for ``{"objective": "speedup", "target": 2.5}``."""
 
-    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
+    model_config = ConfigDict(json_schema_extra=goal_schema)
 
     objective: Optional[str] = Field(None, json_schema_extra={"enum": [*OBJECTIVES, None]})
     target: Optional[float] = Field(None, le=TARGET_MAX, json_schema_extra=TARGET_SCHEMA)
