@@ -65,6 +65,7 @@ def cases_sent(report: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(MAX_TIME_S + 300)
 def test_schemathesis_with_all_checks_finds_nothing(temporal_server, tmp_path):
     report = str(tmp_path / "events.ndjson")
     with fuzz_stack(temporal_server.address, tmp_path) as (api, token, url):
