@@ -13,7 +13,7 @@ from typing import Any, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, RetryState
 
-from workflows import agent, lineage, messages, rules, steps, ui_text
+from workflows import agent, lineage, messages, proposer_health, rules, steps, ui_text
 from workflows import notebook as nb
 from workflows.types import Candidate, EvaluateResult, ProposeResult
 
@@ -26,6 +26,9 @@ async def iterate(wf: Any, iteration: int) -> None:
     proposal = await _propose(wf, iteration)
     if proposal is None and wf._fatal:
         return  # not counted: the run ends failed
+    if workflow.patched(proposer_health.PATCH):  # too many iterations without a candidate: failed
+        changed, wf._fatal = proposer_health.count_iteration(state, proposal, inp.proposer.kind)
+        wf._store_dirty = wf._store_dirty or changed
     if proposal is None:
         state.iteration = iteration
         return
@@ -74,6 +77,7 @@ async def _propose(wf: Any, iteration: int) -> Optional[ProposeResult]:
             wf._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
             return None
         state.last_feedback = [message[: nb.FEEDBACK_LIMIT]]
+        proposer_health.propose_failed(state, getattr(error.cause, "message", "") or steps.failure_message(error))
         return None
     result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
     wf._board.start(iteration, result.candidates)

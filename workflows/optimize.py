@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import lineage, lockstep, messages, rules, steps, ui_text
+    from workflows import lineage, lockstep, messages, proposer_health, rules, steps, ui_text
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.candidates import CandidateBoard
@@ -226,7 +226,7 @@ class OptimizeKernelWorkflow:
         state = self._state
         self._store_dirty = False
         status = self._status if stop_reason is not None else ("paused" if state.paused else "running")
-        reason = stop_reason if stop_reason is not None else state.pause_reason
+        reason = stop_reason if stop_reason is not None else state.pause_reason or proposer_health.failing_note(state)
         workflow_id = workflow.info().workflow_id if create else None
         await steps.record_run(
             messages.progress_request(self._input, state, status, reason, workflow.now(), workflow_id)
@@ -236,9 +236,8 @@ class OptimizeKernelWorkflow:
 
     def _details(self, phase: str) -> None:
         state = self._state
-        workflow.set_current_details(
-            ui_text.details_line(state.iteration + 1, self._input.goal, state.best, self._last_statuses, phase)
-        )
+        workflow.set_current_details(ui_text.details_line(state.iteration + 1, self._input.goal, state.best,
+            self._last_statuses, proposer_health.with_note(state, phase)))
 
     def _publish(self) -> None:
         state, inp = self._state, self._input
@@ -249,4 +248,6 @@ class OptimizeKernelWorkflow:
         line = ui_text.details_line(state.iteration, inp.goal, state.best, self._last_statuses)
         if state.paused and state.pause_reason:
             line += f" · paused: {state.pause_reason}"
+        else:
+            line = proposer_health.with_note(state, line)
         workflow.set_current_details(line)

@@ -29,7 +29,7 @@ from typing import Any, Optional
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, RetryState
 
-from workflows import agent, lineage, messages, pipeline, rules, steps, ui_text
+from workflows import agent, lineage, messages, pipeline, proposer_health, rules, steps, ui_text
 from workflows import notebook as nb
 from workflows.pipeline import Job, OpenIteration, Pipeline
 from workflows.types import CompactResult, EvaluateResult, OptimizeResult, ProposeResult
@@ -203,17 +203,20 @@ class SteadyLoop:
         if isinstance(outcome, ActivityError):
             message = f"iter {iteration}: the proposer failed: {steps.failure_message(outcome)}"
             workflow.logger.warning(message)
+            cause = getattr(outcome.cause, "message", "") or steps.failure_message(outcome)
             if outcome.retry_state == RetryState.NON_RETRYABLE_FAILURE:
-                cause = getattr(outcome.cause, "message", "") or steps.failure_message(outcome)
                 wf._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
                 return
             state.last_feedback = [message[: nb.FEEDBACK_LIMIT]]
+            proposer_health.propose_failed(state, cause)
+            self._count_proposer(None)
             state.iteration += 1  # counted, as a lock-step iteration without a proposal was
             return
         if isinstance(outcome, BaseException):
             raise outcome
         if inp.proposer.kind != "agent":
             state.tokens += outcome.tokens_used
+        self._count_proposer(outcome)
         candidates, holds_inherited = outcome.candidates, False
         if state.inherited is not None and not self.inherited_queued:
             candidates = lineage.with_inherited(state, inp.start_from, candidates)
@@ -228,6 +231,16 @@ class SteadyLoop:
         wf._board.open(iteration, candidates)
         if opened.judged:
             self._judged(opened)
+
+    def _count_proposer(self, proposal: Optional[ProposeResult]) -> None:
+        """Count a proposal (None: the propose step failed) toward the proposer-health rule
+        (``workflows/proposer_health.py``): too many in a row without a usable candidate end the
+        run ``failed``; until then the run says "proposer failing". Only the proposer's own
+        candidates count, not the inherited champion queued with them."""
+        wf = self.wf
+        changed, fatal = proposer_health.count_iteration(wf._state, proposal, wf._input.proposer.kind)
+        wf._store_dirty = wf._store_dirty or changed
+        wf._fatal = wf._fatal or fatal
 
     def _on_evaluation(self, job: Job, outcome: Any) -> None:
         self.tasks.pop(job.key, None)

@@ -64,9 +64,9 @@ async def test_a_champion_that_fails_confirmation_does_not_become_best(temporal_
     run_id, result, _ = await run_loop(temporal_client, fake, budget=Budget(iterations=2))
     assert (result.best.iteration, result.best.speedup) == (1, 1.2)
     lucky = fake.records[(run_id, 2, 0)]
-    assert not lucky.is_best and lucky.result.message.startswith("not confirmed: first 2.00x, paired run gave ok 0.90x")
+    assert not lucky.is_best and lucky.result.message.startswith("not confirmed: first 2x, paired run gave ok 0.9x")
     assert fake.records[(run_id, 1, 0)].is_best
-    assert fake.records[(run_id, 1, 0)].result.message.startswith("confirmed: first 1.20x, paired 1.20x")
+    assert fake.records[(run_id, 1, 0)].result.message.startswith("confirmed: first 1.2x, paired 1.2x")
 
 
 async def test_continue_as_new_carries_best_notebook_and_counters(temporal_client):
@@ -109,3 +109,23 @@ async def test_invalid_input_fails_the_run_with_the_reasons(temporal_client):
     assert "budget iterations must be between 1 and 100000, got 0" in message
     assert "candidates_per_iteration must be between 1 and 64, got 0" in message
     assert fake.proposals == []
+
+
+async def test_proposals_without_a_usable_candidate_fail_the_steady_loop(temporal_client):
+    """The proposer-health rule in the steady loop: proposals whose every candidate is unusable
+    count in a row (a usable one in between clears the count), the run says "proposer failing"
+    meanwhile, and the third in a row ends it ``failed`` with the proposer's last error."""
+    from temporalio.client import WorkflowFailureError
+
+    unusable = (2, 4, 5, 6)
+    fake = FakeLoop(errors={(it, index): f"no code block {it}" for it in unusable for index in range(3)})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_loop(temporal_client, fake, budget=Budget(iterations=20), goal=Goal(target=9.0))
+    assert failure.value.cause.message == "the search proposer produced no candidate in 3 iterations in a row: no code block 6"
+    notes = [row.stop_reason or "" for row in fake.run_rows]
+    assert any(note.startswith("proposer failing: no code block 2 (1 of 3") for note in notes)
+    assert any(note.startswith("proposer failing: no code block 5 (2 of 3") for note in notes)
+    # Iteration 3 may still be in evaluation when 6 is proposed: the failure cancels it, uncounted.
+    assert fake.run_rows[-1].status == "failed" and fake.run_rows[-1].iteration in (5, 6)
+    # Only the usable iterations' candidates were evaluated (confirmations aside).
+    assert {e.iteration for e in fake.evaluations} == {1, 3}
