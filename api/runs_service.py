@@ -63,6 +63,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+# A proposed candidate the run has not sent to an evaluation worker yet: its window of
+# evaluations in flight (``evaluations_in_flight``) is full.
+WINDOW_WAIT = "queued in the run (its evaluation window is full)"
+
+
 def live_candidates(live: LiveState) -> list[dict[str, Any]]:
     """The status query's candidates, those still evaluating told apart by Temporal's pending
     activities: started on a worker, or scheduled and waiting for one (matched in the order the
@@ -72,6 +77,9 @@ def live_candidates(live: LiveState) -> list[dict[str, Any]]:
         return []
     rows = [{"index": c.index, "strategy": c.strategy, "state": c.state, "iteration": c.iteration}
             for c in status.candidates]
+    for row in rows:
+        if row["state"] == "proposed":  # the run holds it until its window has a free slot: normal too
+            row["state"] = WINDOW_WAIT
     in_flight = [row for row in rows if row["state"] in ("evaluating", "confirming")]
     if len(in_flight) != len(live.evaluations):
         return rows  # an evaluation just finished and the workflow has not seen it yet: no matching

@@ -145,7 +145,7 @@ async def test_missing_evaluation_worker_pauses_the_run_until_resumed(temporal_c
 async def test_candidates_and_a_wait_for_a_worker_show_in_the_live_state(temporal_client):
     """The status query lists the iteration's candidates; Temporal's pending activities tell
     the one a worker runs from those waiting for a worker; the API turns that into a line."""
-    from api.runs_service import live_candidates, waiting_line
+    from api.runs_service import WINDOW_WAIT, live_candidates, waiting_line
     from api.temporal import TemporalGateway
 
     queue, evaluate_queue = unique_queue(), unique_queue("eval")
@@ -176,7 +176,9 @@ async def test_candidates_and_a_wait_for_a_worker_show_in_the_live_state(tempora
         # Temporal hands out queued work in no set order: any one of the three may be the one running.
         started = [e.started for e in live.evaluations]
         assert sorted(started) == [False, False, True]
-        states = [row["state"] for row in live_candidates(live) if row["iteration"] == 1]
+        shown = live_candidates(live)
+        assert all(row["state"] == WINDOW_WAIT for row in shown if row["iteration"] == 2)
+        states = [row["state"] for row in shown if row["iteration"] == 1]
         for running, state in zip(started, states):
             assert state == "evaluating" if running else state.startswith("queued (")
         # The one worker is busy: the others are queued, as they normally are; nothing is wrong.
