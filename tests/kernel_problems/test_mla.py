@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernels.mla.baseline import baselines
-from kernels.mla.decode import CONFIG, fused_fits, mla_decode, mla_decode_into, split_plan
+from kernels.mla.decode import fused_fits, mla_decode, mla_decode_into, split_plan
 from kernels.mla.definition import PROBLEM, bytes_moved, flops, make_inputs
 from kernels.mla.reference import reference, reference_naive
 from kernels.registry import get_problem
@@ -109,7 +109,7 @@ def test_fused_kernel_with_one_program_combines_and_leaves_the_barrier_reset():
     # barrier here; bigger grids of the fused kernel are checked on the GPU.
     inputs = make_inputs((1, 5, 200), seed=4, dtype="float32")
     q, kv = inputs["q"], inputs["kv"]
-    plan = {"block_h": 16, "head_blocks": 1, "split_len": 256, "num_splits": 1}
+    plan = {**split_plan(1, 5, 200), "block_h": 16, "head_blocks": 1, "split_len": 256, "num_splits": 1}
     out = torch.full((1, 5, 512), float("nan"))
     o_part = torch.full((1, 5, 1, 512), float("nan"))
     lse_part = torch.full((1, 5, 1), float("nan"))
@@ -130,7 +130,7 @@ def test_fused_path_is_never_taken_off_cuda():
                                              (1, 64, 65536), (1, 3, 1), (3, 64, 777), (2, 16, 4097)])
 def test_split_plan_covers_the_sequence_without_empty_splits(batch, heads, seq):
     plan = split_plan(batch, heads, seq)
-    assert plan["split_len"] % CONFIG["block_n"] == 0
+    assert plan["split_len"] % plan["block_n"] == 0
     assert (plan["num_splits"] - 1) * plan["split_len"] < seq <= plan["num_splits"] * plan["split_len"]
     assert plan["head_blocks"] * plan["block_h"] >= heads
     assert plan["block_h"] >= 16

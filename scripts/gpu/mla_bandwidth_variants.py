@@ -1,0 +1,151 @@
+"""The MLA decode variants that ``mla_bandwidth.py`` measures, and its compile warm-up worker.
+
+A variant is a set of knob overrides on the committed ``decode.CONFIG``. Each belongs to one
+shape class (``launch_knobs``): "small" variants set ``small_batch_heads`` and the ``small_*``
+knobs and are timed at the shapes with batch x heads <= SMALL_BATCH_HEADS (the batch-1 bench
+shapes); "batched" variants set the plain knobs and are timed at the others. "committed" (no
+override) is timed everywhere.
+
+    python3 scripts/gpu/mla_bandwidth_variants.py --warm I N OUT.json
+
+compiles (by calling them once, bf16, on the GPU) every I-th of N variants at every shape its
+class is timed or checked at, so that the main process finds Triton's on-disk cache warm; it
+writes {variant: error or null} to OUT.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import sys
+import time
+import traceback
+
+SMALL_BATCH_HEADS = 256
+BENCH_SHAPES = ((1, 64, 8192), (1, 128, 8192), (32, 64, 8192), (64, 128, 4096), (1, 64, 65536))
+# Ragged lengths (not multiples of a tile or of 16: other compiled specializations), one per class.
+RAGGED = {"small": (3, 64, 777), "batched": (5, 64, 1000)}
+
+# (block_h, num_warps, block_n, num_stages) for small batches: 64 heads per program as now, or
+# fewer heads per program (more programs per sequence, so fewer and longer splits for the same
+# parallelism: fewer partial bytes), with 32-token tiles where deeper pipelining fits.
+_SMALL_TILES = ((64, 8, 64, 2), (32, 4, 64, 2), (16, 4, 64, 2), (32, 4, 32, 3), (16, 4, 32, 4), (64, 8, 32, 3))
+_SMALL_SPLIT_TOKENS = (64, 128, 256, 512)
+
+
+def shape_class(shape) -> str:
+    return "small" if shape[0] * shape[1] <= SMALL_BATCH_HEADS else "batched"
+
+
+def variants() -> dict[str, tuple[str, dict]]:
+    """name -> (class, knob overrides); class "all" for the committed point."""
+    found = {"committed": ("all", {})}
+    for (bh, warps, bn, stages), tokens, pdl in itertools.product(_SMALL_TILES, _SMALL_SPLIT_TOKENS, (False, True)):
+        name = f"s-h{bh}w{warps}n{bn}s{stages}-t{tokens}" + ("-pdl" if pdl else "")
+        found[name] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": bh,
+                                 "small_num_warps": warps, "small_block_n": bn, "small_num_stages": stages,
+                                 "small_min_split_tokens": tokens, "small_pdl": pdl})
+    found["s-h64w8n64s2-t64-ws"] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_warp_specialize": True})
+    found["s-h32w4n64s2-t128-ws-pdl"] = ("small", {
+        "small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": 32, "small_num_warps": 4,
+        "small_min_split_tokens": 128, "small_warp_specialize": True, "small_pdl": True})
+    batched = {
+        "b-pdl": {"pdl": True},
+        "b-ws": {"warp_specialize": True},
+        "b-ws-pdl": {"warp_specialize": True, "pdl": True},
+        "b-n32s3": {"block_n": 32, "num_stages": 3},
+        "b-n32s4-ws": {"block_n": 32, "num_stages": 4, "warp_specialize": True},
+        "b-fp32-partials": {"partial_dtype": "float32"},
+        "b-h32w4": {"block_h": 32, "num_warps": 4},
+        "b-overhead256": {"split_overhead_tokens": 256},
+    }
+    found.update({name: ("batched", knobs) for name, knobs in batched.items()})
+    return found
+
+
+def applies(variant_class: str, shape) -> bool:
+    return variant_class == "all" or variant_class == shape_class(shape)
+
+
+@contextlib.contextmanager
+def using(overrides: dict):
+    """decode.CONFIG with ``overrides`` for the duration (the split plans are recomputed)."""
+    from kernels.mla import decode
+
+    saved = dict(decode.CONFIG)
+    decode.CONFIG.update(overrides)
+    decode.split_plan.cache_clear()
+    try:
+        yield
+    finally:
+        decode.CONFIG.clear()
+        decode.CONFIG.update(saved)
+        decode.split_plan.cache_clear()
+
+
+def random_inputs(shape, seed: int = 0):
+    """bf16 q [B, H, 576], kv [B, S, 576] on the GPU and the softmax scale (shapes and dtypes
+    are what select a compiled kernel; the values are ``make_inputs``'s where they matter)."""
+    import torch
+
+    batch, heads, seq = shape
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(batch, heads, 576, device="cuda", generator=gen).to(torch.bfloat16)
+    kv = torch.randn(batch, seq, 576, device="cuda", generator=gen).to(torch.bfloat16)
+    return {"q": q, "kv": kv, "scale": 192 ** -0.5}
+
+
+def compile_key(variant_class: str, knobs: dict) -> tuple:
+    """The knobs that select compiled kernels (constexprs, warps, stages, dtypes) for the class."""
+    from kernels.mla.decode import CONFIG
+
+    point = {**CONFIG, **knobs}
+    prefix = "small_" if variant_class == "small" else ""
+    names = ("block_h", "num_warps", "block_n", "num_stages", "pdl", "warp_specialize")
+    tiles = tuple(point[prefix + k] for k in names)
+    return (variant_class, *tiles, point["partial_dtype"])
+
+
+def assignment(count: int) -> list[list[str]]:
+    """Variants per worker: those that compile the same kernels on one worker (no worker
+    compiles what another does), the largest groups first onto the least loaded worker, and
+    warp-specialized groups (the least known compile) last in each worker's list."""
+    groups = {}
+    for name, (cls, knobs) in variants().items():
+        groups.setdefault(compile_key(cls, knobs), []).append(name)
+    workers = [[] for _ in range(count)]
+    for key, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
+        min(workers, key=len).extend(names)
+    ws = set(n for key, names in groups.items() if key[-2] for n in names)
+    return [sorted(w, key=lambda n: n in ws) for w in workers]
+
+
+def warm(index: int, count: int, out_path: str) -> None:
+    import torch
+
+    from kernels.mla.decode import mla_decode
+
+    table = variants()
+    chosen = [(name, table[name]) for name in assignment(count)[index]]
+    shapes = sorted({s for _, (cls, _) in chosen for s in BENCH_SHAPES + tuple(RAGGED.values()) if applies(cls, s)})
+    inputs = {s: random_inputs(s) for s in shapes}
+    errors, started = {}, time.time()
+    for name, (cls, knobs) in chosen:
+        try:
+            with using(knobs):
+                for shape in shapes:
+                    if applies(cls, shape):
+                        mla_decode(**inputs[shape])
+                torch.cuda.synchronize()
+            errors[name] = None
+        except Exception:
+            errors[name] = traceback.format_exc()[-1500:]
+        # After every variant: a worker killed at the deadline still reports what it finished.
+        with open(out_path, "w") as handle:
+            json.dump({"errors": errors, "seconds": time.time() - started}, handle)
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5 or sys.argv[1] != "--warm":
+        sys.exit(__doc__)
+    warm(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
