@@ -29,9 +29,17 @@ RAGGED = {"small": (3, 64, 777), "batched": (5, 64, 1000)}
 
 # (block_h, num_warps, block_n, num_stages) for small batches: 64 heads per program as now, or
 # fewer heads per program (more programs per sequence, so fewer and longer splits for the same
-# parallelism: fewer partial bytes), with 32-token tiles where deeper pipelining fits.
-_SMALL_TILES = ((64, 8, 64, 2), (32, 4, 64, 2), (16, 4, 64, 2), (32, 4, 32, 3), (16, 4, 32, 4), (64, 8, 32, 3))
-_SMALL_SPLIT_TOKENS = (64, 128, 256, 512)
+# parallelism: fewer partial bytes). Below 64 heads the products run on mma.sync, whose key
+# operand sits in registers: 32-token tiles or 8 warps keep ptxas from spilling (sm_90 compile
+# on the CPU: h32 w4 n64 spills 1.3 KB, h16 w8 n32 s4 takes 178 registers and no spill).
+_SMALL_TILES = {
+    64: ((8, 64, 2), (8, 32, 3)),
+    32: ((8, 64, 2), (8, 32, 3), (4, 32, 3)),
+    16: ((8, 64, 2), (8, 32, 4), (4, 32, 4)),
+}
+# Fewest tokens per split, per head block: the plan fills 132 programs with fewer, longer splits
+# as the head block shrinks; these add the longer runs (fewer programs, fewer partials) beside.
+_SMALL_SPLIT_TOKENS = {64: (64, 128, 256), 32: (128, 256), 16: (256, 512)}
 
 
 def shape_class(shape) -> str:
@@ -41,15 +49,17 @@ def shape_class(shape) -> str:
 def variants() -> dict[str, tuple[str, dict]]:
     """name -> (class, knob overrides); class "all" for the committed point."""
     found = {"committed": ("all", {})}
-    for (bh, warps, bn, stages), tokens, pdl in itertools.product(_SMALL_TILES, _SMALL_SPLIT_TOKENS, (False, True)):
+    small = [(bh, *tile, tokens) for bh, tiles in _SMALL_TILES.items() for tile in tiles
+             for tokens in _SMALL_SPLIT_TOKENS[bh]]
+    for (bh, warps, bn, stages, tokens), pdl in itertools.product(small, (False, True)):
         name = f"s-h{bh}w{warps}n{bn}s{stages}-t{tokens}" + ("-pdl" if pdl else "")
         found[name] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": bh,
                                  "small_num_warps": warps, "small_block_n": bn, "small_num_stages": stages,
                                  "small_min_split_tokens": tokens, "small_pdl": pdl})
     found["s-h64w8n64s2-t64-ws"] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_warp_specialize": True})
-    found["s-h32w4n64s2-t128-ws-pdl"] = ("small", {
-        "small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": 32, "small_num_warps": 4,
-        "small_min_split_tokens": 128, "small_warp_specialize": True, "small_pdl": True})
+    found["s-h16w8n32s4-t256-ws-pdl"] = ("small", {
+        "small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": 16, "small_num_warps": 8, "small_block_n": 32,
+        "small_num_stages": 4, "small_min_split_tokens": 256, "small_warp_specialize": True, "small_pdl": True})
     batched = {
         "b-pdl": {"pdl": True},
         "b-ws": {"warp_specialize": True},
@@ -57,7 +67,7 @@ def variants() -> dict[str, tuple[str, dict]]:
         "b-n32s3": {"block_n": 32, "num_stages": 3},
         "b-n32s4-ws": {"block_n": 32, "num_stages": 4, "warp_specialize": True},
         "b-fp32-partials": {"partial_dtype": "float32"},
-        "b-h32w4": {"block_h": 32, "num_warps": 4},
+        "b-h32w8": {"block_h": 32, "num_warps": 8},
         "b-overhead256": {"split_overhead_tokens": 256},
     }
     found.update({name: ("batched", knobs) for name, knobs in batched.items()})
