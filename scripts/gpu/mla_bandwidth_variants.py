@@ -8,9 +8,10 @@ override) is timed everywhere.
 
     python3 scripts/gpu/mla_bandwidth_variants.py --warm I N OUT.json
 
-compiles (by calling them once, bf16, on the GPU) every I-th of N variants at every shape its
-class is timed or checked at, so that the main process finds Triton's on-disk cache warm; it
-writes {variant: error or null} to OUT.json.
+compiles (by calling them once, bf16, on the GPU) worker I's share of the variants (``assignment``)
+at every shape its class is timed or checked at, so that the main process finds Triton's
+on-disk cache warm, and replays each from a CUDA graph once; it writes {variant: error or
+null} to OUT.json after each variant.
 """
 
 from __future__ import annotations
@@ -144,9 +145,16 @@ def warm(index: int, count: int, out_path: str) -> None:
     for name, (cls, knobs) in chosen:
         try:
             with using(knobs):
-                for shape in shapes:
-                    if applies(cls, shape):
-                        mla_decode(**inputs[shape])
+                mine = [shape for shape in shapes if applies(cls, shape)]
+                for shape in mine:
+                    mla_decode(**inputs[shape])
+                torch.cuda.synchronize()
+                # A launch option that cannot be captured in a CUDA graph fails here, not in the
+                # timing process.
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    mla_decode(**inputs[mine[0]])
+                graph.replay()
                 torch.cuda.synchronize()
             errors[name] = None
         except Exception:
