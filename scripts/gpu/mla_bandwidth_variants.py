@@ -58,6 +58,10 @@ def variants() -> dict[str, tuple[str, dict]]:
                                  "small_num_warps": warps, "small_block_n": bn, "small_num_stages": stages,
                                  "small_min_split_tokens": tokens, "small_pdl": pdl})
     found["s-h64w8n64s2-t64-ws"] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_warp_specialize": True})
+    # Three 64-token stages: over the space's shared-memory estimate (which counts the query block
+    # in shared memory; Triton holds it in registers at 147 KB for two stages on sm_90).
+    found["s-h64w8n64s3-t128-pdl"] = ("small", {"small_batch_heads": SMALL_BATCH_HEADS, "small_num_stages": 3,
+                                                "small_min_split_tokens": 128, "small_pdl": True})
     found["s-h16w8n32s4-t256-ws-pdl"] = ("small", {
         "small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": 16, "small_num_warps": 8, "small_block_n": 32,
         "small_num_stages": 4, "small_min_split_tokens": 256, "small_warp_specialize": True, "small_pdl": True})
@@ -66,6 +70,7 @@ def variants() -> dict[str, tuple[str, dict]]:
         "b-ws": {"warp_specialize": True},
         "b-ws-pdl": {"warp_specialize": True, "pdl": True},
         "b-n32s3": {"block_n": 32, "num_stages": 3},
+        "b-n64s3": {"num_stages": 3},
         "b-n32s4-ws": {"block_n": 32, "num_stages": 4, "warp_specialize": True},
         "b-fp32-partials": {"partial_dtype": "float32"},
         "b-h32w8": {"block_h": 32, "num_warps": 8},
