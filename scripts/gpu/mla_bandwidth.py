@@ -89,9 +89,10 @@ def wait_workers(workers: list, out_dir: str, deadline: float) -> dict:
         except subprocess.TimeoutExpired:
             proc.kill()
             log(f"warm-up worker {i} killed at the deadline")
-        path = os.path.join(out_dir, f"warm_{i}.json")
-        if os.path.exists(path):
-            reported.update(json.load(open(path))["errors"])
+        try:
+            reported.update(json.load(open(os.path.join(out_dir, f"warm_{i}.json")))["errors"])
+        except (OSError, ValueError) as error:  # none written, or cut off by the kill
+            log(f"warm-up worker {i}: no report ({error!r:.120})")
     missing = {name: "not compiled by the warm-up deadline" for name in mv.variants() if name not in reported}
     return {**{name: err for name, err in reported.items() if err}, **missing}
 
@@ -168,8 +169,11 @@ def measure_shape(shape, providers: dict, compiled, log_row: dict, stop_at: floa
         except Exception as error:
             log_row.setdefault("failed", {})[name] = repr(error)[:300]
     if compiled is not None:
-        log_row.setdefault("error", {})["torch.compile"] = rel_err(compiled(**inputs), ref)
-        timer.add("torch.compile", lambda: compiled(**inputs))
+        try:
+            log_row.setdefault("error", {})["torch.compile"] = rel_err(compiled(**inputs), ref)
+            timer.add("torch.compile", lambda: compiled(**inputs))
+        except Exception as error:
+            log_row.setdefault("failed", {})["torch.compile"] = repr(error)[:300]
     times = timer.run()
     for name, out in timer.outputs.items():
         graph_err = rel_err(out, ref)
@@ -289,7 +293,11 @@ def sweep(variants: dict, compiled: dict, result: dict, stop_at: float) -> None:
             chosen = {"committed": {}}
             log(f"{shape}: out of time, committed point only")
         row = result["sweep"].setdefault(str(shape), {})
-        times = measure_shape(shape, chosen, compiled.get(shape), row, stop_at)
+        try:
+            times = measure_shape(shape, chosen, compiled.get(shape), row, stop_at)
+        except Exception as error:
+            log(f"{shape}: sweep failed: {error!r:.300}")
+            continue
         ranked = sorted(times.items(), key=lambda kv: kv[1])
         log(f"{shape}: " + ", ".join(f"{k} {v:.1f}" for k, v in ranked[:8]) + f" ... ({len(ranked)} timed)")
         save(result)
@@ -331,8 +339,11 @@ def main(out_dir: str, budget: float) -> None:
     result["final_point"] = final = merged_point(best, ok)
     for shape in mv.BENCH_SHAPES:
         if elapsed() < 0.85 * budget:
-            measure_shape(shape, {"final": final, "committed": {}}, compiled.get(shape),
-                          result["final"].setdefault(str(shape), {}))
+            try:
+                measure_shape(shape, {"final": final, "committed": {}}, compiled.get(shape),
+                              result["final"].setdefault(str(shape), {}))
+            except Exception as error:
+                log(f"{shape}: final pass failed: {error!r:.300}")
     log("final pass done")
     for row in result["sweep"].values():
         result["failed"].update(row.get("failed", {}))
@@ -341,8 +352,11 @@ def main(out_dir: str, budget: float) -> None:
     # Last: the paged kernel compiles here (its points were not known to the warm-up workers).
     if elapsed() < 0.8 * budget:
         print("paged, page size 64, every request full (µs per call, graph replay; dense beside it):")
-        measure_paged(((1, 64, 8192), (32, 64, 8192), (64, 128, 4096)), {"final": final, "committed": {}},
-                      result["paged"])
+        try:
+            measure_paged(((1, 64, 8192), (32, 64, 8192), (64, 128, 4096)), {"final": final, "committed": {}},
+                          result["paged"])
+        except Exception as error:
+            log(f"paged failed: {error!r:.300}")
         save(result)
     log("done")
 
