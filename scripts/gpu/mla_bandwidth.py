@@ -311,7 +311,10 @@ def save(result: dict) -> None:
 def main(out_dir: str, budget: float) -> None:
     os.makedirs(out_dir, exist_ok=True)
     decode._MAX_WORKSPACES = 10**6  # graphs keep pointers into the workspaces: never free one
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "unknown"
     result = {"out_dir": out_dir, "commit": commit, "sweep": {}, "final": {}, "paged": {}, "failed": {},
               "device": f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
                         f"triton {__import__('triton').__version__}"}
