@@ -66,6 +66,7 @@ CONFIG = {
     "small_min_split_tokens": 64,
     "small_pdl": False,
     "small_warp_specialize": False,
+    "small_sm_count": 132,
 }
 
 D_LATENT = 512
@@ -280,7 +281,8 @@ def launch_knobs(batch: int, heads: int) -> dict:
     row and takes the ``small_*`` knobs; a batch that fills the GPU takes the plain ones."""
     prefix = "small_" if batch * heads <= CONFIG["small_batch_heads"] else ""
     return {name: CONFIG[prefix + name] for name in
-            ("block_n", "block_h", "num_warps", "num_stages", "min_split_tokens", "pdl", "warp_specialize")}
+            ("block_n", "block_h", "num_warps", "num_stages", "min_split_tokens", "pdl", "warp_specialize",
+             "sm_count")}
 
 
 @functools.lru_cache(maxsize=256)
@@ -300,12 +302,12 @@ def split_plan(batch: int, heads: int, seq_len: int) -> dict:
     head_blocks = triton.cdiv(heads, block_h)
     rows = batch * head_blocks
     min_tokens = max(knobs["min_split_tokens"], block_n)
-    most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * CONFIG["sm_count"], rows))
+    most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * knobs["sm_count"], rows))
     best = None
     for wanted in range(1, max(1, most_splits) + 1):
         split_len = triton.cdiv(triton.cdiv(seq_len, wanted), block_n) * block_n
         num_splits = triton.cdiv(seq_len, split_len)
-        waves = triton.cdiv(rows * num_splits, CONFIG["sm_count"])
+        waves = triton.cdiv(rows * num_splits, knobs["sm_count"])
         cost = waves * (split_len + CONFIG["split_overhead_tokens"])
         if best is None or cost < best[0]:
             best = (cost, split_len, num_splits)

@@ -37,6 +37,7 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "small_min_split_tokens": (32, 64, 128, 256, 512, 1024),
     "small_pdl": (False, True),
     "small_warp_specialize": (False, True),
+    "small_sm_count": (66, 132, 264),
 }
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
@@ -64,6 +65,7 @@ KNOBS: dict[str, str] = {
     "small_min_split_tokens": "min_split_tokens for small batches (longer runs per program, fewer partials)",
     "small_pdl": "pdl for small batches",
     "small_warp_specialize": "warp_specialize for small batches",
+    "small_sm_count": "sm_count for small batches (264: two programs per SM, for tiles small enough to fit twice)",
 }
 
 # Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the

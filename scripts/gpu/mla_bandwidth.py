@@ -1,6 +1,6 @@
 """One GPU call: MLA decode variants against the memory roofline and torch.compile, under graph replay.
 
-    PYTHONPATH=. python3 scripts/gpu/mla_bandwidth.py OUT_DIR [--budget SECONDS]
+    PYTHONPATH=. python3 scripts/gpu/mla_bandwidth.py OUT_DIR [--budget SECONDS] [--set run1|occupancy]
 
 1. The card's copy bandwidth (device-to-device copy of 2 GiB, read + write bytes over time).
 2. Triton compiles every variant (``mla_bandwidth_variants.py``) in parallel worker processes,
@@ -71,15 +71,15 @@ def copy_bandwidth_gbs() -> float:
     return 2 * src.numel() * 2 / (statistics.median(times[2:]) * 1e-3) / 1e9
 
 
-def start_workers(out_dir: str) -> list:
+def start_workers(out_dir: str, which: str) -> list:
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mla_bandwidth_variants.py")
     return [(subprocess.Popen([sys.executable, script, "--warm", str(i), str(WORKERS),
-                               os.path.join(out_dir, f"warm_{i}.json")],
+                               os.path.join(out_dir, f"warm_{i}.json"), which],
                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(out_dir, f"warm_{i}.err"), "w")), i)
             for i in range(WORKERS)]
 
 
-def wait_workers(workers: list, out_dir: str, deadline: float) -> dict:
+def wait_workers(workers: list, out_dir: str, deadline: float, which: str) -> dict:
     """name -> why it is left out: its compile failed, or its worker had not reached it by the
     deadline (a compile that hangs must not hang the timing process too)."""
     reported = {}
@@ -93,7 +93,7 @@ def wait_workers(workers: list, out_dir: str, deadline: float) -> dict:
             reported.update(json.load(open(os.path.join(out_dir, f"warm_{i}.json")))["errors"])
         except (OSError, ValueError) as error:  # none written, or cut off by the kill
             log(f"warm-up worker {i}: no report ({error!r:.120})")
-    missing = {name: "not compiled by the warm-up deadline" for name in mv.variants() if name not in reported}
+    missing = {name: "not compiled by the warm-up deadline" for name in mv.variants(which) if name not in reported}
     return {**{name: err for name, err in reported.items() if err}, **missing}
 
 
@@ -308,7 +308,7 @@ def save(result: dict) -> None:
         json.dump(result, handle, indent=1, default=str)
 
 
-def main(out_dir: str, budget: float) -> None:
+def main(out_dir: str, budget: float, which: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
     decode._MAX_WORKSPACES = 10**6  # graphs keep pointers into the workspaces: never free one
     try:
@@ -318,11 +318,11 @@ def main(out_dir: str, budget: float) -> None:
     result = {"out_dir": out_dir, "commit": commit, "sweep": {}, "final": {}, "paged": {}, "failed": {},
               "device": f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
                         f"triton {__import__('triton').__version__}"}
-    variants = mv.variants()
-    result["variants"] = variants
+    variants = mv.variants(which)
+    result["variants"], result["set"] = variants, which
     result["copy_gbs"] = copy_gbs = copy_bandwidth_gbs()
     log(f"{result['device']}; copy {copy_gbs:.0f} GB/s; {len(variants)} variants; commit {commit}")
-    workers = start_workers(out_dir)
+    workers = start_workers(out_dir, which)
     compiled_fn, compiled = torch.compile(mla_decode_torch, dynamic=False), {}
     for shape in mv.BENCH_SHAPES:
         inputs = PROBLEM.make_inputs(shape, 9, "cuda", "bfloat16")
@@ -332,7 +332,7 @@ def main(out_dir: str, budget: float) -> None:
         except Exception as error:
             result["failed"][f"torch.compile {shape}"] = repr(error)[:300]
         log(f"torch.compile warm at {shape}")
-    result["failed"].update(wait_workers(workers, out_dir, deadline=0.45 * budget))
+    result["failed"].update(wait_workers(workers, out_dir, deadline=0.45 * budget, which=which))
     log(f"warm-up done; failures: {sorted(result['failed'])}")
     ok = {name: v for name, v in variants.items() if name not in result["failed"] or name == "committed"}
     result["ragged"] = {}
@@ -367,4 +367,5 @@ def main(out_dir: str, budget: float) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     budget = float(args[args.index("--budget") + 1]) if "--budget" in args else 430.0
-    main(args[0] if args and not args[0].startswith("--") else "/tmp/mla_out", budget)
+    which = args[args.index("--set") + 1] if "--set" in args else "run1"
+    main(args[0] if args and not args[0].startswith("--") else "/tmp/mla_out", budget, which)

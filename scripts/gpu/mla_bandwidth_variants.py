@@ -6,7 +6,7 @@ knobs and are timed at the shapes with batch x heads <= SMALL_BATCH_HEADS (the b
 shapes); "batched" variants set the plain knobs and are timed at the others. "committed" (no
 override) is timed everywhere.
 
-    python3 scripts/gpu/mla_bandwidth_variants.py --warm I N OUT.json
+    python3 scripts/gpu/mla_bandwidth_variants.py --warm I N OUT.json SET
 
 compiles (by calling them once, bf16, on the GPU) worker I's share of the variants (``assignment``)
 at every shape its class is timed or checked at, so that the main process finds Triton's
@@ -47,8 +47,11 @@ def shape_class(shape) -> str:
     return "small" if shape[0] * shape[1] <= SMALL_BATCH_HEADS else "batched"
 
 
-def variants() -> dict[str, tuple[str, dict]]:
-    """name -> (class, knob overrides); class "all" for the committed point."""
+def variants(which: str = "run1") -> dict[str, tuple[str, dict]]:
+    """name -> (class, knob overrides); class "all" for the committed point. ``which``: "run1"
+    (the first sweep, 2026-12-05) or "occupancy" (two programs per SM at small batches)."""
+    if which == "occupancy":
+        return occupancy_variants()
     found = {"committed": ("all", {})}
     small = [(bh, *tile, tokens) for bh, tiles in _SMALL_TILES.items() for tile in tiles
              for tokens in _SMALL_SPLIT_TOKENS[bh]]
@@ -77,6 +80,32 @@ def variants() -> dict[str, tuple[str, dict]]:
         "b-overhead256": {"split_overhead_tokens": 256},
     }
     found.update({name: ("batched", knobs) for name, knobs in batched.items()})
+    return found
+
+
+def _small(bh, warps, bn, stages, tokens, sm_count=132) -> dict:
+    return {"small_batch_heads": SMALL_BATCH_HEADS, "small_block_h": bh, "small_num_warps": warps,
+            "small_block_n": bn, "small_num_stages": stages, "small_min_split_tokens": tokens,
+            "small_sm_count": sm_count}
+
+
+def occupancy_variants() -> dict[str, tuple[str, dict]]:
+    """The second sweep. The first (BENCHMARKS.md) found every split kernel at about 4.8 µs per
+    64-token tile per SM whatever its tile, with one program per SM: the chain load, QK^T, softmax,
+    PV of one program does not overlap itself. Tiles that fit twice in an SM (registers x 128
+    threads <= 32 K, shared memory <= 113 KB: 4 warps, 16 or 32 heads, two or four 16- or 32-token
+    stages) let two programs' chains overlap; the plan then fills 264 program slots. The first
+    sweep's best small points are timed beside them, and the committed one."""
+    found = {"committed": ("all", {})}
+    for bh, bn, stages in ((32, 32, 2), (16, 32, 2), (32, 16, 4), (16, 16, 4)):
+        for tokens in (64, 128):
+            found[f"s-h{bh}w4n{bn}s{stages}-t{tokens}-x2"] = ("small", _small(bh, 4, bn, stages, tokens, 264))
+    found["s-h32w4n32s3-t128"] = ("small", _small(32, 4, 32, 3, 128))
+    found["s-h64w8n32s3-t64"] = ("small", _small(64, 8, 32, 3, 64))
+    found["s-h32w4n32s2-t128"] = ("small", _small(32, 4, 32, 2, 128))
+    # Batched: 32 heads per program, two programs per SM (each KV tile read twice, from L2).
+    found["b-h32w4n32s2-x2"] = ("batched", {"block_h": 32, "num_warps": 4, "block_n": 32, "num_stages": 2,
+                                            "sm_count": 264})
     return found
 
 
@@ -123,12 +152,12 @@ def compile_key(variant_class: str, knobs: dict) -> tuple:
     return (variant_class, *tiles, point["partial_dtype"])
 
 
-def assignment(count: int) -> list[list[str]]:
+def assignment(count: int, which: str = "run1") -> list[list[str]]:
     """Variants per worker: those that compile the same kernels on one worker (no worker
     compiles what another does), the largest groups first onto the least loaded worker, and
     warp-specialized groups (the least known compile) last in each worker's list."""
     groups = {}
-    for name, (cls, knobs) in variants().items():
+    for name, (cls, knobs) in variants(which).items():
         groups.setdefault(compile_key(cls, knobs), []).append(name)
     workers = [[] for _ in range(count)]
     for key, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))):
@@ -137,13 +166,13 @@ def assignment(count: int) -> list[list[str]]:
     return [sorted(w, key=lambda n: n in ws) for w in workers]
 
 
-def warm(index: int, count: int, out_path: str) -> None:
+def warm(index: int, count: int, out_path: str, which: str) -> None:
     import torch
 
     from kernels.mla.decode import mla_decode
 
-    table = variants()
-    chosen = [(name, table[name]) for name in assignment(count)[index]]
+    table = variants(which)
+    chosen = [(name, table[name]) for name in assignment(count, which)[index]]
     shapes = sorted({s for _, (cls, _) in chosen for s in BENCH_SHAPES + tuple(RAGGED.values()) if applies(cls, s)})
     inputs = {s: random_inputs(s) for s in shapes}
     errors, started = {}, time.time()
@@ -169,6 +198,6 @@ def warm(index: int, count: int, out_path: str) -> None:
             json.dump({"errors": errors, "seconds": time.time() - started}, handle)
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[1] != "--warm":
+    if len(sys.argv) != 6 or sys.argv[1] != "--warm":
         sys.exit(__doc__)
-    warm(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    warm(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])

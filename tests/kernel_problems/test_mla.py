@@ -169,6 +169,15 @@ def test_small_batches_take_the_small_knobs_and_large_ones_the_plain(small_class
     assert split_plan(2, 128, 64)["block_n"] == 32 and split_plan(2, 129, 64)["block_n"] == CONFIG["block_n"]
 
 
+def test_two_programs_per_sm_for_small_batches(small_class, monkeypatch):
+    monkeypatch.setitem(CONFIG, "small_sm_count", 264)
+    monkeypatch.setitem(CONFIG, "small_min_split_tokens", 64)
+    split_plan.cache_clear()
+    plan = split_plan(1, 64, 8192)
+    assert plan["head_blocks"] * plan["num_splits"] == 256 and plan["split_len"] == 128
+    assert split_plan(32, 64, 8192)["head_blocks"] * split_plan(32, 64, 8192)["num_splits"] <= CONFIG["sm_count"]
+
+
 @pytest.mark.parametrize("shape", ((1, 16, 300), (2, 5, 700)), ids=shape_id)
 def test_kernel_matches_reference_with_the_small_batch_knobs(small_class, shape):
     inputs = make_inputs(shape, seed=11, dtype="float32")
