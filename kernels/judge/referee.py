@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import gpu_lease, plan as planning, protocol
+from kernels.judge import compare as comparing, gpu_lease, plan as planning, protocol
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.report import JUDGE_VERSION
 
@@ -118,7 +118,7 @@ class Referee:
         self.refs: dict[tuple, Any] = {}
         self.outputs: dict[str, Any] = {}   # candidate outputs other checks refer to
         self.judged: dict[str, bool] = {}
-        self.tolerance = float(self.problem.tolerance[self.dtype])
+        self.rule = comparing.problem_rule(self.problem, self.device, self.dtype)
         self.baseline = None
         self.baseline_label = ""
         self.baseline_note = ""
@@ -135,7 +135,7 @@ class Referee:
                 out = self.reference(**inputs)
             # Kept where they were made: on a GPU the comparisons run there too (a kda bench
             # output holds 134 M values: comparing it on the CPU cost seconds per check).
-            self.refs[key] = out.detach().float()
+            self.refs[key] = comparing.as_reference(out, self.rule)
             del inputs, out
             if self.device == "cuda":
                 self.torch.cuda.empty_cache()
@@ -179,20 +179,18 @@ class Referee:
         ref = self.ref_of(call)
         if tuple(out.shape) != tuple(ref.shape):
             return self.fail(key, "incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
-        out = out.float()
-        bad = int((~self.torch.isfinite(out)).sum())
-        if bad:
-            return self.fail(key, "incorrect", f"{bad} of {out.numel()} output values are NaN/Inf {what}: "
-                             "unwritten elements or overflow", error=float("inf"))
+        out, unusable = comparing.unusable(out, self.rule)
+        if unusable:
+            return self.fail(key, "incorrect", f"{unusable} {what}: unwritten elements, overflow or a wrong dtype",
+                             error=float("inf"))
         if key.endswith("/seed1"):
             self.outputs[key] = out
             failure = self.constant(key.rpartition("/")[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure)
-        error = self.relative_error(out, ref)
-        if error > self.tolerance:
-            return self.fail(key, "incorrect",
-                             f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
+        ok, error, why = comparing.compare(out, ref, self.rule)
+        if not ok:
+            return self.fail(key, "incorrect", f"{why} {what}", error=error)
         if call.base:
             failure = self.causal(call, out, label)
             if failure:
@@ -202,8 +200,7 @@ class Referee:
         return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
     def relative_error(self, out, ref) -> float:
-        scale = float(ref.pow(2).mean().sqrt())
-        return float((out - ref).pow(2).mean().sqrt()) / max(scale, 1e-30)
+        return comparing.relative_rms(out, ref)
 
     def fail(self, key: str, status: str, message: str, error: float | None = None) -> dict[str, Any]:
         self.judged[key] = False
@@ -232,10 +229,11 @@ class Referee:
         axis = self.problem.causal.output_axis
         before, after = base.narrow(axis, 0, cut), out.narrow(axis, 0, cut)
         moved = self.relative_error(after, before)
-        if moved <= self.tolerance / 10:
+        allowed = self.rule.relative_bound(float(before.double().pow(2).mean().sqrt())) / 10
+        if moved <= allowed:
             return None
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
-                f"before it by relative RMS {moved:.2e} (rounding allowed up to {self.tolerance / 10:.1e})")
+                f"before it by relative RMS {moved:.2e} (rounding allowed up to {allowed:.1e})")
 
     def check_digests(self, bench_index: int, batch: dict[str, Any], digests: list[list[float]]) -> dict[str, Any]:
         """Every timed output, through its projections, against the reference's projections."""
@@ -245,29 +243,30 @@ class Referee:
         if len(digests) != batch.calls:
             return {"kind": "digests", "ok": False, "status": "incorrect",
                     "message": f"a timed batch at {label} reported {len(digests)} outputs for {batch.calls} calls"}
-        expected: dict[int, tuple[list[float], float]] = {}
-        worst = 0.0
+        expected: dict[int, tuple[list[float], float, float]] = {}
+        worst, worst_share, worst_bound = 0.0, 0.0, 0.0
         for index, values in enumerate(digests):
             seed_index = batch.seed_index(index)
             if seed_index not in expected:
                 ref, norm = self.device_ref(bench, seed_index)
                 projections = [planning.projection(ref.shape, batch.digest_seed, k, str(ref.device))
                                for k in range(self.plan.digests)]
-                expected[seed_index] = ([float((ref * p).sum()) for p in projections], norm)
-            want, norm = expected[seed_index]
+                bound = DIGEST_SIGMAS * self.rule.relative_bound(norm / math.sqrt(max(ref.numel(), 1)))
+                expected[seed_index] = ([float((ref * p).sum()) for p in projections], norm, bound)
+            want, norm, bound = expected[seed_index]
             if not isinstance(values, list) or len(values) != len(want) or \
                     not all(isinstance(v, (int, float)) for v in values):
                 return {"kind": "digests", "ok": False, "status": "incorrect",
                         "message": f"a timed call at {label} reported a malformed digest"}
             for got, target in zip(values, want):
                 moved = abs(got - target) / max(norm, 1e-30) if math.isfinite(got) else float("inf")
-                worst = max(worst, moved)
-        bound = DIGEST_SIGMAS * self.tolerance
-        if worst > bound:
+                if moved / bound > worst_share:
+                    worst, worst_share, worst_bound = moved, moved / bound, bound
+        if worst_share > 1:
             return {"kind": "digests", "ok": False, "status": "incorrect",
                     "message": f"outputs of timed calls at {label} are wrong: their random projections moved by "
-                    f"{worst:.2e} of the reference's norm (an output within tolerance {self.tolerance:.1e} moves "
-                    f"less than {bound:.1e}); a result cached during timing, or work skipped when timed?"}
+                    f"{worst:.2e} of the reference's norm (an output within tolerance ({self.rule.describe()}) moves "
+                    f"less than {worst_bound:.1e}); a result cached during timing, or work skipped when timed?"}
         return {"kind": "digests", "ok": True, "worst": worst}
 
     def device_ref(self, bench: planning.Bench, holds: int):
