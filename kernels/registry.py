@@ -76,6 +76,16 @@ def object_path(name: str) -> str:
     return declared[name]
 
 
+def find_object_paths_here(name: str) -> None:
+    """Let an object path name a module next to the caller, as ``python -m`` would find it: the
+    current directory goes on ``sys.path`` (the commands that take a problem name share this,
+    so a path ``problem check`` accepts, ``judge`` accepts too)."""
+    import sys
+
+    if ":" in name and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def get_problem(name: str) -> Problem:
     """Return the problem called ``name``; an unknown name raises ValueError listing the known ones.
 
