@@ -73,3 +73,21 @@ def register_problems(database_url: str, worker: str) -> Registration:
                                             description={REFUSED: reason, "entry_point": declared[name]})
     log.info("registered problems: %s", ", ".join(outcome.registered) or "none")
     return outcome
+
+
+def registration_lines(database_url: str) -> list[str]:
+    """For ``marathon up``'s banner: the problems workers registered, and each refused entry point
+    with why (nothing when the store cannot be read: the banner must not fail for it)."""
+    from store import repository
+    from store.db import session_scope
+
+    try:
+        with session_scope(database_url, read_only=True) as session:
+            rows = repository.list_registered_problems(session)
+            registered = [r.name for r in rows if not (isinstance(r.description, dict) and REFUSED in r.description)]
+            refused = [(r.name, r.source, r.description[REFUSED]) for r in rows if r.name not in registered]
+    except Exception:
+        return []
+    lines = [f"  Problems     built in and {', '.join(registered) or 'none registered'}"]
+    lines += [f"  REFUSED      entry point {name} = {source}: {reason}" for name, source, reason in refused]
+    return lines

@@ -8,7 +8,7 @@ import pytest
 from temporalio import activity
 from temporalio.worker import Worker
 
-from marathon.problem_registration import register_problems
+from marathon.problem_registration import register_problems, registration_lines
 from store import repository
 from tests.problems.installed import install_here, uninstall_here
 
@@ -97,6 +97,11 @@ async def test_an_entry_point_the_worker_refused_is_named_with_why_in_the_422(ap
         assert ("Entry points found but refused: rms = marathon_rmsnorm.definition:PROBLEM (CPU worker 88@cpu-node): "
                 "ValueError: entry point 'rms' of marathon.problems loads 'marathon_rmsnorm.definition:PROBLEM', "
                 "whose name is 'rmsnorm-residual': the two must be the same") in message, message
+
+    # `marathon up`'s banner says it too.
+    lines = registration_lines(api.settings.resolved_database_url)
+    assert any(line.startswith("  REFUSED      entry point rms = marathon_rmsnorm.definition:PROBLEM: ValueError: "
+                               "entry point 'rms'") for line in lines), lines
 
     # Fixed (the entry point now carries the problem's name): the next start forgets the refusal.
     register_problems(api.settings.resolved_database_url, "89@cpu-node")
