@@ -358,6 +358,8 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
         else:
             order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
         for who in order:
+            child = sandbox if who == "candidate" else referee
+            cpu_clock_at = _cpu_ms(child, device)
             clock = time.monotonic()
             if who == "candidate":
                 command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
@@ -376,6 +378,8 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
                 outside_ms = (time.monotonic() - clock) * 1e3
             entry[who].append({"event_ms": reply["event_ms"], "wall_ms": reply["wall_ms"],
                                "outside_ms": outside_ms, "calls": batch.calls})
+            if cpu_clock_at is not None:  # CPU mode: the process tree's CPU time, read from outside
+                entry[who][-1]["outside_cpu_ms"] = _cpu_ms(child, device) - cpu_clock_at
     if bench.graph and device == "cuda":
         entry["graph"] = {
             "candidate": session.ask(sandbox, {"op": "graph", "bench": bench_ref}, MAX_CALL_S, "graph replay",
@@ -383,6 +387,15 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
             "baseline": session.ask(referee, {"op": "graph", "bench": bench.index}, None, "", "graph")["graph"],
         }
     return entry
+
+
+def _cpu_ms(child, device: str) -> float | None:
+    """CPU mode: the CPU milliseconds of ``child``'s process tree so far (kernels/judge/cpu_clock.py)."""
+    if device == "cuda":
+        return None
+    from kernels.judge import cpu_clock
+
+    return cpu_clock.tree_cpu_ms(child.process.pid)
 
 
 def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> tuple[dict[str, Any] | None, str]:
