@@ -229,7 +229,8 @@ class Referee:
         axis = self.problem.causal.output_axis
         before, after = base.narrow(axis, 0, cut), out.narrow(axis, 0, cut)
         moved = self.relative_error(after, before)
-        allowed = self.rule.relative_bound(float(before.double().pow(2).mean().sqrt())) / 10
+        scale = float(before.float().pow(2).mean().sqrt()) if self.rule.kind == "allclose" else 1.0
+        allowed = self.rule.relative_bound(scale) / 10
         if moved <= allowed:
             return None
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
