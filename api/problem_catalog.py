@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kernels.describe import describe
-from kernels.registry import builtin_problem_names, get_problem
+from kernels.registry import REFUSED, builtin_problem_names, get_problem
 from store import repository
 from store.db import session_scope
 
@@ -30,8 +30,6 @@ class Known:
     workers: tuple[str, ...] = ()
 
 
-# What a worker writes for an entry point it found but could not register (marathon/problem_registration.py).
-REFUSED = "refused"
 
 
 def _refused(row) -> bool:

@@ -25,6 +25,9 @@ from importlib import metadata
 from kernels.problem import Problem, load_object
 
 ENTRY_POINT_GROUP = "marathon.problems"
+# The description key of an entry point a CPU worker found but could not register: written by
+# marathon/problem_registration.py, named by the API's refusals (api/problem_catalog.py).
+REFUSED = "refused"
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 _DEFINITIONS = {

@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from kernels.registry import REFUSED
+
 log = logging.getLogger("marathon.worker")
-REFUSED = "refused"  # the description key of an entry point the worker could not register
 
 
 @dataclass
