@@ -59,6 +59,11 @@ def tree_cpu_ms(pid: int) -> float:
     return total / 1e6
 
 
+def child_cpu_ms(child, device: str) -> float | None:
+    """CPU mode: ``tree_cpu_ms`` of a judge's child process (kernels/judge/children.py); None on a GPU."""
+    return None if device == "cuda" else tree_cpu_ms(child.process.pid)
+
+
 def available() -> bool:
     """Whether this kernel exposes what ``tree_cpu_ms`` reads (Linux with schedstat and children)."""
     me = os.getpid()

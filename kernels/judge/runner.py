@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.judge import gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy, scoring
+from kernels.judge import cpu_clock, gpu_lease, isolation as isolating, ncu as profiling, plan as planning
+from kernels.judge import policy, scoring
 from kernels.judge.children import Child, Session, Stop
 from kernels.judge.environment import child_env, default_lease_path, has_gpu, judge_device, libcuda_dir, sandbox_env
 from kernels.judge.gpu_lease import GpuLease
@@ -359,7 +360,7 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
             order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
         for who in order:
             child = sandbox if who == "candidate" else referee
-            cpu_clock_at = _cpu_ms(child, device)
+            cpu_clock_at = cpu_clock.child_cpu_ms(child, device)
             clock = time.monotonic()
             if who == "candidate":
                 command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
@@ -379,7 +380,7 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
             entry[who].append({"event_ms": reply["event_ms"], "wall_ms": reply["wall_ms"],
                                "outside_ms": outside_ms, "calls": batch.calls})
             if cpu_clock_at is not None:  # CPU mode: the process tree's CPU time, read from outside
-                entry[who][-1]["outside_cpu_ms"] = _cpu_ms(child, device) - cpu_clock_at
+                entry[who][-1]["outside_cpu_ms"] = cpu_clock.child_cpu_ms(child, device) - cpu_clock_at
     if bench.graph and device == "cuda":
         entry["graph"] = {
             "candidate": session.ask(sandbox, {"op": "graph", "bench": bench_ref}, MAX_CALL_S, "graph replay",
@@ -387,15 +388,6 @@ def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dic
             "baseline": session.ask(referee, {"op": "graph", "bench": bench.index}, None, "", "graph")["graph"],
         }
     return entry
-
-
-def _cpu_ms(child, device: str) -> float | None:
-    """CPU mode: the CPU milliseconds of ``child``'s process tree so far (kernels/judge/cpu_clock.py)."""
-    if device == "cuda":
-        return None
-    from kernels.judge import cpu_clock
-
-    return cpu_clock.tree_cpu_ms(child.process.pid)
 
 
 def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> tuple[dict[str, Any] | None, str]:
