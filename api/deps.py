@@ -83,3 +83,8 @@ async def page_token_state(request: Request) -> str:
 
 
 AuthDep = Depends(require_token)
+
+
+# For the routes that check the token themselves (they also take the run page's cookie): the
+# OpenAPI docs mark them as needing it, like every route behind ``AuthDep``.
+NEEDS_TOKEN = {"security": [{"HTTPBearer": []}]}

@@ -20,6 +20,10 @@ class PlotPoint:
     index: int
     status: str
     speedup: Optional[float]
+    # Became the run's best after its paired confirmation: the best-so-far line steps only here.
+    is_best: bool = False
+    # A challenger whose confirmation did not hold up: its figure is a first, unconfirmed timing.
+    not_confirmed: bool = False
     times: list[ShapeTime] = field(default_factory=list)
 
 
@@ -57,15 +61,17 @@ def _point_title(point: PlotPoint) -> str:
     head = f"iteration {point.iteration}, candidate {point.index}: "
     if point.speedup is None:
         return head + point.status
-    text = head + f"{point.speedup:.3f}x ({point.status})"
+    mark = ", the run's best (confirmed)" if point.is_best else ", not confirmed" if point.not_confirmed else ""
+    text = head + f"{point.speedup:.3g}x ({point.status}{mark})"
     if point.times:
         text += "; " + "; ".join(t.text() for t in point.times[:4])
     return text
 
 
 def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> str:
-    """Speedup of every attempt (dots; failures as red dots on the bottom edge) and the best so far
-    (a step line), on a log-scale y axis with the 1x and goal lines; hovering a dot shows its values."""
+    """Speedup of every attempt (dots; failures as red dots on the bottom edge, unconfirmed
+    figures hollow) and the confirmed best so far (a step line), on a log-scale y axis with the
+    1x and goal lines; hovering a dot shows its values."""
     scored = [p.speedup for p in points if p.speedup is not None and p.speedup > 0]
     iterations = [p.iteration for p in points] or [0]
     x_low, x_high = min(iterations), max(max(iterations), min(iterations) + 1)
@@ -126,17 +132,20 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
                 f"<title>{esc(_point_title(point))}</title></circle>"
             )
             continue
+        css = "attempt unconfirmed" if point.not_confirmed else "attempt"
         parts.append(
-            f'<circle class="attempt" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
+            f'<circle class="{css}" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
             f"<title>{esc(_point_title(point))}</title></circle>"
         )
-        if point.status == "ok" and (best is None or point.speedup > best):
+        # The line follows the confirmed best only, never a first timing that did not hold up.
+        if point.is_best and (best is None or point.speedup > best):
             if best is not None:
                 steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
             best = point.speedup
             steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
     if best is not None:
         steps.append(f"{x(x_high):.1f},{y(best):.1f}")
-        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}"><title>best so far</title></polyline>')
+        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}">'
+                     "<title>best so far (confirmed)</title></polyline>")
     parts.append("</svg>")
     return "".join(parts)

@@ -213,11 +213,19 @@ class RunPublic(BaseModel):
     candidates: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The current (or last) iteration's candidates: index, strategy and state (proposed, "
-        "evaluating, waiting for a GPU worker, confirming, or the judge's status); only while the run is live",
+        "evaluating, queued (every evaluation worker busy), waiting for an evaluation worker (none polls), "
+        "confirming, or the judge's status); only while the run is live",
     )
     candidates_iteration: int = Field(0, description="The iteration those candidates belong to")
+    start_iteration: int = Field(
+        0, description="For a continued run, its parent's iteration count, which it numbers on from (while live)"
+    )
     waiting_for_worker: str = Field(
         "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
+    )
+    proposer_failing: str = Field(
+        "", description="Set while the proposer fails (an LLM endpoint that cannot be reached): 'proposer failing: "
+        "<reason>'; the run ends failed after a few iterations in a row without a candidate"
     )
     from_run: Optional[str] = Field(None, description="The run this one continues or was forked from")
     from_kind: Optional[Literal["continue", "fork"]] = Field(
@@ -233,6 +241,10 @@ class RunPublic(BaseModel):
     )
     timing_fraction: Optional[float] = Field(
         None, description="Fraction of that time the candidates held the GPU exclusively for timing"
+    )
+    baseline: str = Field(
+        "", description="What the speedups are measured against (the best's judge report: 'eager', "
+        "'torch.compile', ...); GET /runs/{id} only"
     )
     created_at: datetime
     updated_at: datetime

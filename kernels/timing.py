@@ -69,19 +69,17 @@ def timed_call(fn: Callable[[], Any], device: str, flusher: "L2Flusher | None" =
 
     On a GPU the L2 cache is flushed and the device synchronized first, events bracket the
     call and the wall clock includes a device-wide synchronize (work left on another stream
-    is counted there). On the CPU the "event" time is the calling thread's CPU time and the
-    wall time the wall clock: on a shared machine a call waits for a core as long as the
-    scheduler decides (a 40 ms interpreter call took 14 to 76 ms of wall time on one loaded
-    2-core machine), and the thread's CPU time does not count that wait, so candidates rank
-    by the work they do. A candidate cannot move work off the thread: it may not start
-    threads, and torch runs with one (OMP_NUM_THREADS=1). CPU time never exceeds the wall.
+    is counted there). On the CPU both times are the wall clock, the same clock as the
+    batch's own ``batch_ms`` and the caller's clock around it, which bound this process's
+    account (kernels/judge/scoring.py ``check_batch``). What decides a CPU speedup is never
+    this account: it is the CPU time of the whole process tree, read from outside (the
+    judgement's cgroup, kernels/judge/cgroups.py).
     """
     if device != "cuda":
-        start, cpu_start = time.perf_counter(), time.thread_time()
+        start = time.perf_counter()
         out = fn()
-        cpu = (time.thread_time() - cpu_start) * 1e3
         elapsed = (time.perf_counter() - start) * 1e3
-        return out, min(cpu, elapsed), elapsed
+        return out, elapsed, elapsed
     if flusher is not None:
         flusher()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, MISSING_TOKEN, page_token_state
+from api.deps import INVALID_TOKEN, MISSING_TOKEN, NEEDS_TOKEN, page_token_state
 from api.routes.runs import ERRORS, _text_or_none
 from api.schemas import (
     LLMExchange,
@@ -89,6 +89,7 @@ def _agent_lines(transcript: dict) -> list[str]:
     "/{run_id}/attempts/{attempt_id}/llm",
     response_model=LLMExchange,
     responses={200: {"content": {"application/json": {}, "text/plain": {}}}},
+    openapi_extra=NEEDS_TOKEN,
 )
 async def read_llm_exchange(
     run_id: str,

@@ -1,6 +1,6 @@
-"""CPU mode times calls by CPU time, and checks them against the CPU time of each process tree
-read from outside (kernels/judge/cpu_clock.py): a wait for a core is not a kernel's time, and
-work hidden between timed calls still shows on the judge's clock."""
+"""Where no cpuacct cgroup can be made, the judge reads the candidate's CPU time from /proc for
+the sandbox's whole process tree (kernels/judge/cpu_clock.py): a wait for a core is not a
+kernel's time, a grandchild's work is, and the clock never goes back when a thread exits."""
 
 from __future__ import annotations
 
@@ -11,26 +11,33 @@ import time
 import pytest
 
 from kernels import timing
-from kernels.judge import cpu_clock, scoring
+from kernels.judge import cgroups, cpu_clock, scoring
 
 pytestmark = pytest.mark.skipif(not cpu_clock.available(), reason="needs Linux /proc schedstat and children")
 
 BURN = "import time\nend = time.thread_time() + {seconds}\nwhile time.thread_time() < end: pass\n"
 
 
-def test_the_tree_clock_counts_a_grandchild_s_work_and_not_its_sleep(tmp_path):
-    # A child that waits for a grandchild, which burns 0.3 s of CPU, says so, then sleeps.
+def test_the_tree_clock_counts_a_grandchild_s_work_and_never_goes_back(tmp_path):
+    # A child that waits for a grandchild, which burns 0.3 s of CPU, says so, sleeps, and exits.
     done = tmp_path / "burnt"
-    burn = BURN.format(seconds=0.3) + f"open({str(done)!r}, 'w').close()\ntime.sleep(3)\n"
-    child = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {burn!r}])"])
+    burn = BURN.format(seconds=0.3) + f"open({str(done)!r}, 'w').close()\ntime.sleep(1.5)\n"
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {burn!r}])\n"
+                              "time.sleep(3)"])
+    clock = cpu_clock.TreeClock(child.pid)
     try:
-        start = cpu_clock.tree_cpu_ms(child.pid)
+        start = clock.ns() / 1e6
         deadline = time.monotonic() + 60
         while not done.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        burnt = cpu_clock.tree_cpu_ms(child.pid) - start
-        time.sleep(1.0)
-        asleep = cpu_clock.tree_cpu_ms(child.pid) - start - burnt
+        burnt = clock.ns() / 1e6 - start
+        time.sleep(0.5)
+        asleep = clock.ns() / 1e6 - start - burnt
+        while child.poll() is None and time.monotonic() < deadline:  # the grandchild exits first
+            time.sleep(0.2)
+            after_exit = clock.ns() / 1e6 - start
+            assert after_exit >= burnt, (after_exit, burnt)
     finally:
         child.wait(timeout=60)
     assert done.exists()
@@ -38,26 +45,36 @@ def test_the_tree_clock_counts_a_grandchild_s_work_and_not_its_sleep(tmp_path):
     assert asleep < 50, asleep
 
 
-def test_a_cpu_call_reports_its_cpu_time_not_its_wait():
+def test_a_box_without_cpuacct_reads_its_sandbox_s_tree(tmp_path):
+    box = cgroups.open_box(disable=cgroups.CONTROLLERS)
+    assert box.cpu_ns() is None  # no sandbox started yet: nothing to read
+    done = tmp_path / "burnt"
+    code = BURN.format(seconds=0.3) + f"open({str(done)!r}, 'w').close()\ntime.sleep(30)\n"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        box.pgid = child.pid
+        first = box.cpu_ns()
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        used_ms = (box.cpu_ns() - first) / 1e6
+    finally:
+        child.kill()
+        child.wait()
+    assert done.exists() and 250 <= used_ms <= 2000, used_ms  # its 0.3 s of work, less what ran before `first`
+    assert box.layers["cpu_time"].startswith("no cpuacct cgroup: /proc schedstat")
+
+
+def test_a_cpu_call_reports_the_wall_clock_its_batch_is_bounded_by():
+    # The process's own account is on the caller's clock (scoring.check_batch); CPU time is read outside.
     _, event, wall = timing.timed_call(lambda: time.sleep(0.05), "cpu")
-    assert wall >= 50 and event < 10  # sleeping (or waiting for a core) is not the call's work
-    _, event, wall = timing.timed_call(lambda: exec(BURN.format(seconds=0.02)), "cpu")
-    assert 19 <= event <= wall
+    assert event == wall and wall >= 50
 
 
-def _batches(event_ms: float, outside_cpu_ms: float, outside_ms: float, calls: int = 3) -> list[dict]:
-    return [{"event_ms": [event_ms] * calls, "wall_ms": [event_ms * 3] * calls, "outside_ms": outside_ms * calls,
-             "outside_cpu_ms": outside_cpu_ms * calls, "calls": calls}] * 2
-
-
-def test_on_the_cpu_the_judges_clock_is_cpu_time():
-    from tests.judge.test_judge_report import _score
-
-    # A loaded machine: walls 20x the CPU time, for both. Honest: nothing is hidden.
-    honest = {"candidate": _batches(5.0, 5.2, 100.0), "baseline": _batches(0.01, 0.02, 0.5)}
-    assert _score("cpu", honest).status == "ok"
-    # Work between the timed calls: the tree's CPU time sees 50 ms per call that the calls do not report.
-    hiding = {"candidate": _batches(1.0, 50.0, 100.0), "baseline": _batches(0.01, 0.02, 0.5)}
-    report = _score("cpu", hiding)
-    assert report.status == "suspicious" and "the judge's clock saw 50.0000 ms per call" in report.message
-    assert scoring.summary(hiding["candidate"])["outside_cpu_ms_per_call"] == 50.0
+def test_on_the_cpu_the_tree_s_cpu_time_decides_not_the_wall():
+    # A loaded machine: walls 20x the CPU time. The CPU time decides; without it, the wall.
+    batches = [{"call_ms": [100.0] * 3, "batch_ms": 300.0, "outside_ms": 301.0, "cpu_ms": 15.0, "calls": 3}] * 2
+    times, clock = scoring.decide(batches, "cpu")
+    assert times == [5.0, 5.0] and clock == "cpu time of the process tree"
+    times, clock = scoring.decide([dict(b, cpu_ms=None) for b in batches], "cpu")
+    assert times == [pytest.approx(100.33, abs=0.01)] * 2 and clock == "the caller's wall clock"
