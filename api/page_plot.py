@@ -12,6 +12,17 @@ from api.page_values import ShapeTime, esc
 PLOT_WIDTH, PLOT_HEIGHT = 760, 300
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 64, 16, 40
 MAX_X_TICKS = 12
+# The y axis spans at most this range: a stored value beyond it (a goal target of 1e308, a speedup
+# of inf) is drawn at the edge, its true value in its hover text, instead of overflowing the axis.
+Y_FLOOR, Y_CEILING = 1e-6, 1e6
+
+
+def _on_axis(value: float) -> float:
+    return min(max(value, Y_FLOOR), Y_CEILING)
+
+
+def _drawable(value: Optional[float]) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
 
 
 @dataclass
@@ -47,7 +58,7 @@ def log_ticks(low: float, high: float) -> list[float]:
 def integer_ticks(low: int, high: int, most: int = MAX_X_TICKS) -> list[int]:
     """Distinct integers from ``low`` to ``high``, every 1, 2, 5, 10, 20, … so that at most ``most`` show."""
     span = max(1, high - low)
-    steps = (m * 10**e for e in range(12) for m in (1, 2, 5))
+    steps = (m * 10**e for e in range(len(str(span)) + 1) for m in (1, 2, 5))
     step = next(s for s in steps if span // s + 1 <= most)
     first = -(-low // step) * step
     return list(range(first, high + 1, step))
@@ -75,7 +86,9 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
     scored = [p.speedup for p in points if p.speedup is not None and p.speedup > 0]
     iterations = [p.iteration for p in points] or [0]
     x_low, x_high = min(iterations), max(max(iterations), min(iterations) + 1)
-    marks = scored + [1.0] + ([goal_target] if goal_target and goal_target > 0 else [])
+    if not _drawable(goal_target):
+        goal_target = None
+    marks = [_on_axis(v) for v in scored + [1.0] + ([goal_target] if goal_target else [])]
     y_low, y_high = min(marks) / 1.4, max(marks) * 1.4
     log_low, log_high = math.log10(y_low), math.log10(y_high)
     inner_w = PLOT_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
@@ -86,7 +99,7 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
         return MARGIN_LEFT + (iteration - x_low) / (x_high - x_low) * inner_w
 
     def y(speedup: float) -> float:
-        value = math.log10(min(max(speedup, y_low), y_high))
+        value = math.log10(min(max(speedup, y_low), y_high)) if not math.isnan(speedup) else log_low
         return MARGIN_TOP + inner_h - (value - log_low) / (log_high - log_low) * inner_h
 
     parts = [

@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, NEEDS_TOKEN, TOKEN_COOKIE, page_token_state, token_is_valid
+from api.deps import INVALID_TOKEN, PAGE_AUTH, TOKEN_COOKIE, page_token_state, token_is_valid
 from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,
@@ -24,6 +24,7 @@ from api.page import (
 from api.page_plot import PlotPoint
 from api.page_values import baseline_name, shape_times
 from api.temporal import TemporalUnavailable
+from api.text_safety import clean_text
 from kernels.registry import get_problem
 from api.progress import gpu_line, percent, progress_details
 from store import repository
@@ -46,8 +47,9 @@ MAX_FORM_BYTES = 8192
 
 
 def html_response(body: str, status_code: int = 200) -> HTMLResponse:
+    """The page as UTF-8 whatever its rows hold (a lone surrogate becomes U+FFFD, api/text_safety.py)."""
     return HTMLResponse(
-        body,
+        clean_text(body),
         status_code=status_code,
         headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff"},
     )
@@ -172,7 +174,21 @@ async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook
         return None
 
 
-@router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True, openapi_extra=NEEDS_TOKEN)
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": _HTML, "description": "The run page"},
+    401: {"content": _HTML, "description": "No token, or one not accepted: a page with the token form"},
+    404: {"content": _HTML, "description": "Unknown run: a page that says so"},
+}
+
+
+@router.get(
+    "/runs/{run_id}/page",
+    response_class=HTMLResponse,
+    include_in_schema=True,
+    dependencies=PAGE_AUTH,
+    responses=PAGE_RESPONSES,
+)
 async def read_run_page(run_id: str, request: Request) -> Response:
     """The run page: summary, speedup curve, steering and notebook, the diff against the seed, the kernel."""
     state = await page_token_state(request)
