@@ -181,7 +181,7 @@ class ProposeActivities:
                 raise ApplicationError(str(error), type="BadProposeInput", non_retryable=True) from None
             context = await self._context(request, problem)
             proposer = make_proposer(request.proposer.kind, self.llm)
-            batch = await proposer.propose(context)
+            batch = await with_where(proposer.propose(context))
             candidates = await asyncio.to_thread(self._store, batch)
         activity.logger.info(
             "%s proposer: %d candidates for iteration %d of %s (%d tokens)%s",
@@ -194,3 +194,17 @@ class ProposeActivities:
         )
         return ProposeResult(candidates=candidates, tokens_used=batch.tokens_used, errors=batch.errors)
 
+
+
+async def with_where(proposing):
+    """The proposal, or the proposer's error with the last lines of its traceback: a run that
+    fails for it (a space's ``validate`` that crashes) says where, not only ``'block_d'``. The
+    error keeps its type's name, so the retry policy treats it as before."""
+    from kernels.space_check import last_lines
+
+    try:
+        return await proposing
+    except ApplicationError:
+        raise
+    except Exception as error:
+        raise ApplicationError(last_lines(error), type=type(error).__name__) from error

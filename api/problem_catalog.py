@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from kernels.describe import describe
-from kernels.registry import builtin_problem_names, get_problem
+from kernels.registry import REFUSED, builtin_problem_names, get_problem
 from store import repository
 from store.db import session_scope
 
@@ -30,20 +30,27 @@ class Known:
     workers: tuple[str, ...] = ()
 
 
+
+
+def _refused(row) -> bool:
+    return isinstance(row.description, dict) and REFUSED in row.description
+
+
 def known_problems(database_url: str) -> list[Known]:
     """Built-in problems first (described from the API's own code), then registered ones by name."""
     known = [Known(name, describe(get_problem(name))) for name in builtin_problem_names()]
     with session_scope(database_url, read_only=True) as session:
         rows = repository.list_registered_problems(session)
         known += [Known(r.name, dict(r.description), r.worker, r.registered_at) for r in rows
-                  if r.name not in builtin_problem_names()]
+                  if r.name not in builtin_problem_names() and not _refused(r)]
     return known
 
 
 def registered(database_url: str, name: str) -> Optional[Known]:
+    """The problem a worker registered as ``name``; None when none did (or it was refused)."""
     with session_scope(database_url, read_only=True) as session:
         row = repository.get_registered_problem(session, name)
-        if row is None:
+        if row is None or _refused(row):
             return None
         return Known(row.name, dict(row.description), row.worker, row.registered_at, tuple(row.workers or ()))
 
@@ -63,9 +70,15 @@ def unknown_message(name: str, database_url: str) -> str:
     with session_scope(database_url, read_only=True) as session:
         rows = repository.list_registered_problems(session)
     message = f"unknown problem {name!r}; known problems: {', '.join(builtin_problem_names())}"
-    others = [r for r in rows if r.name not in builtin_problem_names()]
+    others = [r for r in rows if r.name not in builtin_problem_names() and not _refused(r)]
     if others:
         message += " (built in), " + ", ".join(f"{r.name} (registered by CPU worker {r.worker})" for r in others)
+    refused = [r for r in rows if _refused(r)]
+    if refused:
+        message += ". Entry points found but refused: " + "; ".join(
+            f"{r.name} = {r.description.get('entry_point', r.source)} (CPU worker {r.worker}): "
+            f"{r.description[REFUSED]}" for r in refused)
+        return message + " (`marathon problem check NAME` says more)"
     return message + (
         ". A problem from your own package is known once a CPU worker with that package installed has "
         "started and registered it (README: Your own kernel)"

@@ -30,6 +30,9 @@ Shape = tuple[int, ...]
 DEFAULT_REGIME = "default"
 
 ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# Every dtype an input or an output may have (``input_dtypes``, ``output``): the run's float
+# dtypes and those of indices, targets, counts and masks.
+DTYPE_BYTES = {**ELEMENT_BYTES, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -38,6 +41,32 @@ def dtype_name(dtype: Any) -> str:
     if name not in ELEMENT_BYTES:
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(ELEMENT_BYTES)}")
     return name
+
+
+def any_dtype_name(dtype: Any) -> str:
+    """``"int64"`` for ``torch.int64`` or ``"int64"``: any dtype of ``DTYPE_BYTES``; raises for others."""
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+    return name
+
+
+def place_inputs(tensors: dict[str, Any], device: Any, dtype: Any, fixed: dict[str, str]) -> dict[str, Any]:
+    """``tensors`` (drawn on the CPU) moved to ``device``, each cast to ``fixed[name]`` when the
+    problem fixes that input's dtype (``Problem.input_dtypes``: a bool mask, int64 targets),
+    else to the run's ``dtype``; values that are not tensors pass unchanged. Keeps the order.
+
+    Casting every input to the run's dtype turns a mask into floats without a word; this is
+    the one place a ``make_inputs`` needs to tell them apart."""
+    import torch
+
+    placed = {}
+    for name, value in tensors.items():
+        if isinstance(value, torch.Tensor):
+            wanted = fixed.get(name) or dtype_name(dtype)
+            value = value.to(device=device, dtype=getattr(torch, any_dtype_name(wanted)))
+        placed[name] = value
+    return placed
 
 
 def check_regime(regime: str, known: tuple[str, ...]) -> str:
@@ -107,7 +136,10 @@ class Problem:
 
     A candidate kernel is Python source defining ``kernel(**inputs)`` (keyword arguments named
     by ``input_names``) that returns one tensor; the judge checks it against ``reference`` and
-    times it against the first of ``baselines``.
+    times it against the first of ``baselines``. A module's weights are inputs like any other
+    (name them in ``input_names``, draw them in ``make_inputs``): draw values that matter (not
+    all ones or zeros, which a kernel that ignores them passes). A function of several outputs
+    is several problems, or one whose output is their concatenation: one tensor comes back.
 
     Attributes:
         name: registry key, e.g. ``"kda"``: lower case letters, digits and ``-`` (``problem check``
@@ -119,10 +151,21 @@ class Problem:
             ragged sizes included: sizes that are not multiples of any tile), ``bench``
             (timing, the shapes speedups are reported on), ``cpu`` (tiny, for the Triton
             interpreter, which runs a kernel about a million times slower than a GPU).
-        tolerance: relative RMS error allowed against the float64 reference, keyed by the
-            output dtype name; ``gpu_dtype`` and ``cpu_dtype`` must have an entry, each > 0 and < 1.
-        gpu_dtype / cpu_dtype: the dtype name inputs take on the GPU and under the
+        tolerance: how close a float output must be to the float64 reference, keyed by the
+            output's dtype name (``output(shape, dtype)[1]``), or by ``"cuda:<dtype>"`` /
+            ``"cpu:<dtype>"`` for one device only (looked up first: TF32 ``tl.dot`` on a GPU is
+            less exact than the interpreter). A value is either a number in (0, 1), the
+            relative RMS error ``||out - ref|| / ||ref||``, or ``{"atol": a, "rtol": r}``, every
+            element within ``a + r * |ref|`` (``torch.allclose``; KernelBench's ``atol=rtol=1e-2``
+            is ``{"atol": 1e-2, "rtol": 1e-2}``). The outputs of ``gpu_dtype`` and ``cpu_dtype``
+            must each have an entry, except integer and bool outputs: those are compared exactly,
+            and need none (kernels/judge/compare.py).
+        gpu_dtype / cpu_dtype: the dtype name float inputs take on the GPU and under the
             interpreter (some Triton versions compute bf16 ``tl.dot`` wrongly there).
+        input_dtypes: inputs whose dtype does not follow the run's, by name: ``{"mask": "bool",
+            "targets": "int64"}``. ``make_inputs`` gives them so at every dtype (``place_inputs``
+            does the casting; ``problem check`` checks it); every other tensor input takes the
+            ``dtype`` ``make_inputs`` is given.
         causal: the time axis, or None for non-causal problems.
         make_inputs: ``(shape, seed, device, dtype, regime="default") -> dict[name, Tensor | float]``;
             deterministic per ``(shape, seed, regime)`` (draw on the CPU from a
@@ -135,7 +178,9 @@ class Problem:
             returned as float32 or float64): the truth every candidate is compared with.
         reference_check: optional object path of a second, independently written formulation
             of the same function (``marathon problem check`` compares the two).
-        output: ``(shape, dtype) -> (output shape, output dtype name)``.
+        output: ``(shape, dtype) -> (output shape, output dtype name)``; the dtype may differ
+            from ``dtype`` (``"int64"`` for an argmin, ``"bool"`` for a mask) but not vary with
+            the shape. It picks the comparison (``tolerance``).
         flops / bytes_moved: ``(shape, dtype) -> float`` for the roofline: positive for every
             shape; bytes at the ideal of each tensor touched once.
         baselines: object path of ``baselines(device) -> dict[label, callable]``, each callable
@@ -148,6 +193,10 @@ class Problem:
             ``describe(point) -> str``. ``render(DEFAULT)`` is the seed kernel: it must pass
             the judge.
         regimes: the input distributions ``make_inputs`` accepts; ``"default"`` comes first.
+            Every regime is judged at the verify shapes. Declare those a wrong kernel would
+            fail and the default draw would not show: signs (an ELU without its negative
+            branch passes inputs in [0, 1)), ties (which of equal minima an argmin returns),
+            zeros (a division, a padded max), extremes (overflow, a softmax without its max).
         vary_shape: ``(listed shape, rng) -> shape`` draws a member of the listed shape's
             family, or None when the listed shapes are the only ones. A family keeps fixed
             every dim the kernel is specialised for (head dims, widths it requires) and
@@ -180,6 +229,7 @@ class Problem:
     regimes: tuple[str, ...] = (DEFAULT_REGIME,)
     vary_shape: Callable[[Shape, random.Random], Shape] | None = None
     reference_check: str | None = None
+    input_dtypes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.regimes or self.regimes[0] != DEFAULT_REGIME or len(set(self.regimes)) != len(self.regimes):
@@ -206,6 +256,10 @@ class Problem:
 
     def describe_shape(self, shape: Shape) -> str:
         return ",".join(f"{d}={n}" for d, n in zip(self.dims, shape))
+
+    def input_dtype(self, name: str, dtype: Any) -> str:
+        """The dtype name input ``name`` takes when the run's dtype is ``dtype``."""
+        return self.input_dtypes.get(name) or dtype_name(dtype)
 
     def load_reference(self) -> Callable[..., Any]:
         return load_object(self.reference)
@@ -237,6 +291,7 @@ class Problem:
             "dims": list(self.dims),
             "shapes": {k: [list(s) for s in v] for k, v in self.shapes.items()},
             "tolerance": dict(self.tolerance),
+            "input_dtypes": dict(self.input_dtypes),
             "causal": self.causal is not None,
             "notes": self.notes,
             "regimes": list(self.regimes),

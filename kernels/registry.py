@@ -25,6 +25,9 @@ from importlib import metadata
 from kernels.problem import Problem, load_object
 
 ENTRY_POINT_GROUP = "marathon.problems"
+# The description key of an entry point a CPU worker found but could not register: written by
+# marathon/problem_registration.py, named by the API's refusals (api/problem_catalog.py).
+REFUSED = "refused"
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 _DEFINITIONS = {
@@ -74,6 +77,16 @@ def object_path(name: str) -> str:
                          f"declare it under [project.entry-points.\"{ENTRY_POINT_GROUP}\"] and install "
                          f"its package, or give its object path 'package.module:PROBLEM')")
     return declared[name]
+
+
+def find_object_paths_here(name: str) -> None:
+    """Let an object path name a module next to the caller, as ``python -m`` would find it: the
+    current directory goes on ``sys.path`` (the commands that take a problem name share this,
+    so a path ``problem check`` accepts, ``judge`` accepts too)."""
+    import sys
+
+    if ":" in name and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def get_problem(name: str) -> Problem:

@@ -69,7 +69,11 @@ def timed_call(fn: Callable[[], Any], device: str, flusher: "L2Flusher | None" =
 
     On a GPU the L2 cache is flushed and the device synchronized first, events bracket the
     call and the wall clock includes a device-wide synchronize (work left on another stream
-    is counted there). On the CPU both times are the wall clock.
+    is counted there). On the CPU both times are the wall clock, the same clock as the
+    batch's own ``batch_ms`` and the caller's clock around it, which bound this process's
+    account (kernels/judge/scoring.py ``check_batch``). What decides a CPU speedup is never
+    this account: it is the CPU time of the whole process tree, read from outside (the
+    judgement's cgroup, kernels/judge/cgroups.py).
     """
     if device != "cuda":
         start = time.perf_counter()

@@ -9,7 +9,7 @@ import importlib
 import os
 import sys
 
-COMMAND_MODULES = ("up", "run", "client", "judge", "bench", "problem", "worker", "soak")
+COMMAND_MODULES = ("up", "run", "client", "export", "judge", "bench", "problem", "worker", "soak")
 
 DESCRIPTION = (
     "Marathon optimizes GPU kernels over long horizons (hundreds of write, judge, profile, improve\n"
@@ -31,6 +31,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "show": ("marathon show kda-1f3c2b9a0d4e", "marathon show kda-1f3c2b9a0d4e --json"),
     "watch": ("marathon watch kda-1f3c2b9a0d4e",),
     "best": ("marathon best kda-1f3c2b9a0d4e -o best.py", "marathon best kda-1f3c2b9a0d4e -o - | less"),
+    "export": ("marathon export kda-1f3c2b9a0d4e -o kda_kernel && pip install ./kda_kernel",),
     "pause": ("marathon pause kda-1f3c2b9a0d4e",),
     "resume": ("marathon resume kda-1f3c2b9a0d4e",),
     "stop": ("marathon stop kda-1f3c2b9a0d4e",),

@@ -319,12 +319,18 @@ class DevStack:
                 f"  Run page     {c.api_url}/runs/<run id>/page",
                 f"  Store        {_redact(c.database)}",
                 f"  Workers      {workers}   ({mode})",
+                *self._problem_lines(),
                 *resumed_line(self.in_flight),
                 f"  Logs         {c.log_dir}/",
                 token_line,
                 "Press Ctrl-C to stop.",
             ]
         )
+
+    def _problem_lines(self) -> list[str]:
+        from marathon.problem_registration import registration_lines
+
+        return registration_lines(self.config.database)
 
     def _reap_adopted(self, kill: bool = False) -> None:
         reap_adopted({child.pid for child in self.children if child.pid is not None}, kill=kill)

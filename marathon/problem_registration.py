@@ -10,12 +10,19 @@ evaluation workers load it by name when they judge; one that lacks the package r
 attempt as ``crashed`` with the loader's message (unknown problem ...).
 
 A problem that cannot be loaded is left out with the reason in the log; the worker still starts.
+An installed entry point refused that way (its name differs from its problem's, its module does
+not import) is also written to the table, as a refusal: ``{"refused": reason, "entry_point":
+value}`` as its description, which the API never lists or runs but names, with the reason, in
+the 422 that refuses an unknown problem (api/problem_catalog.py). The log names every entry
+point found.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+
+from kernels.registry import REFUSED
 
 log = logging.getLogger("marathon.worker")
 
@@ -40,6 +47,11 @@ def register_problems(database_url: str, worker: str) -> Registration:
         log.error("no problem registered: %s", error)
         outcome.failed["*"] = str(error)
         return outcome
+    from kernels.registry import entry_point_problems
+
+    declared = entry_point_problems()
+    log.info("entry points found in %s: %s", "marathon.problems",
+             ", ".join(f"{k} = {v}" for k, v in declared.items()) or "none")
     described = {}
     for name in names:
         try:
@@ -52,5 +64,31 @@ def register_problems(database_url: str, worker: str) -> Registration:
         for name, (description, source) in described.items():
             repository.register_problem(session, name=name, description=description, source=source, worker=worker)
             outcome.registered.append(name)
+        for row in repository.list_registered_problems(session):
+            # A refusal of an entry point no longer installed here: its package was fixed or removed.
+            if isinstance(row.description, dict) and REFUSED in row.description and row.name not in declared:
+                repository.forget_registered_problem(session, row.name)
+        for name, reason in outcome.failed.items():
+            if name in declared:
+                repository.register_problem(session, name=name, source=declared[name], worker=worker,
+                                            description={REFUSED: reason, "entry_point": declared[name]})
     log.info("registered problems: %s", ", ".join(outcome.registered) or "none")
     return outcome
+
+
+def registration_lines(database_url: str) -> list[str]:
+    """For ``marathon up``'s banner: the problems workers registered, and each refused entry point
+    with why (nothing when the store cannot be read: the banner must not fail for it)."""
+    from store import repository
+    from store.db import session_scope
+
+    try:
+        with session_scope(database_url, read_only=True) as session:
+            rows = repository.list_registered_problems(session)
+            registered = [r.name for r in rows if not (isinstance(r.description, dict) and REFUSED in r.description)]
+            refused = [(r.name, r.source, r.description[REFUSED]) for r in rows if r.name not in registered]
+    except Exception:
+        return []
+    lines = [f"  Problems     built in and {', '.join(registered) or 'none registered'}"]
+    lines += [f"  REFUSED      entry point {name} = {source}: {reason}" for name, source, reason in refused]
+    return lines

@@ -372,6 +372,14 @@ def get_registered_problem(session: Session, name: str) -> Optional[RegisteredPr
     return session.get(RegisteredProblem, name)
 
 
+def forget_registered_problem(session: Session, name: str) -> None:
+    """Drop ``name``'s row (a worker's refusal of an entry point no longer installed)."""
+    row = session.get(RegisteredProblem, name)
+    if row is not None:
+        session.delete(row)
+        session.flush()
+
+
 def busy_rows(session: Session, run_id: str) -> list[tuple]:
     """(wall_s, wall_share_s, gpu_busy_s, timing_s) of the run's measured attempts (``store/busy.py``)."""
     rows = session.execute(

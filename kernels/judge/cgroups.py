@@ -14,7 +14,8 @@ finalizers), so what decides a verdict is read by the trusted caller from the ke
 cgroup v1 controllers are created under ``/sys/fs/cgroup/<controller>/marathon-judge-<id>``;
 that needs root. Where a controller is missing, ``open_box`` falls back to a weaker layer and
 says so in ``Box.layers`` (which goes into every report): tasks bounded only by the uid's
-``RLIMIT_NPROC``, CPU time not available (the caller's wall clock decides), the process group
+``RLIMIT_NPROC``, CPU time read from ``/proc`` for the sandbox's process tree (cpu_clock.py; the
+caller's wall clock decides where not even that is readable), the process group
 stopped with SIGSTOP instead of frozen (a process that left the group keeps running).
 """
 
@@ -25,6 +26,7 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 ROOT = "/sys/fs/cgroup"
 CONTROLLERS = ("pids", "cpuacct", "freezer")
@@ -53,6 +55,7 @@ class Box:
     groups: dict[str, str] = field(default_factory=dict)  # controller -> its group's folder
     pgid: int | None = None  # the sandbox's first process, root of the tree the SIGSTOP fallback stops
     stopped: list[int] = field(default_factory=list)
+    tree_clock: Any = None  # without cpuacct: the sandbox tree's CPU clock (cpu_clock.TreeClock)
 
     @property
     def layers(self) -> dict[str, str]:
@@ -61,6 +64,8 @@ class Box:
             "tasks": f"cgroup pids.max {PIDS_MAX}" if "pids" in self.groups else
             "no pids cgroup: bounded only by the sandbox uid's RLIMIT_NPROC (shared by every sandbox)",
             "cpu_time": "cgroup cpuacct.usage (every task of the box)" if "cpuacct" in self.groups else
+            "no cpuacct cgroup: /proc schedstat of the sandbox's process tree (a task keeps the time it had "
+            "at the last reading before it exited; one that left the tree is not counted)" if _tree_clock() else
             "no cpuacct cgroup: the candidate's time is the caller's wall clock",
             "freeze": "cgroup freezer while the baseline is timed" if "freezer" in self.groups else
             "no freezer cgroup: the sandbox's process tree is stopped with SIGSTOP while the baseline is timed "
@@ -78,10 +83,17 @@ class Box:
                 os.close(fd)
 
     def cpu_ns(self) -> int | None:
-        """CPU nanoseconds used so far by every task ever in the box; None without cpuacct."""
+        """CPU nanoseconds used so far by every task ever in the box; without cpuacct, by the
+        sandbox's process tree alive now (cpu_clock.py); None where neither can be read."""
         folder = self.groups.get("cpuacct")
         if folder is None:
-            return None
+            if self.pgid is None or not _tree_clock():
+                return None
+            from kernels.judge import cpu_clock
+
+            if self.tree_clock is None or self.tree_clock.root != self.pgid:
+                self.tree_clock = cpu_clock.TreeClock(self.pgid)
+            return self.tree_clock.ns()
         with open(os.path.join(folder, "cpuacct.usage")) as handle:
             return int(handle.read().strip())
 
@@ -200,6 +212,12 @@ def open_box(require: tuple[str, ...] = (), disable: tuple[str, ...] = ()) -> Bo
             f"cgroup v1 controller(s) {', '.join(missing)} cannot be created under {ROOT} (the judge must run as root "
             "on a host with cgroup v1 pids, cpuacct and freezer hierarchies mounted)")
     return box
+
+
+def _tree_clock() -> bool:
+    from kernels.judge import cpu_clock
+
+    return cpu_clock.available()
 
 
 def _write(folder: str, name: str, value: str) -> None:

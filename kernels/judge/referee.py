@@ -2,11 +2,12 @@
 
 It holds the judgement's whole plan (``plan.py``), builds every call's inputs from their
 seeds, computes the references, and judges each output the candidate's process made: shape,
-NaN/Inf, relative RMS in fp32 against the problem's tolerance, outputs that ignore their
+the problem's comparison rule for the output's dtype (compare.py: exact for integer and bool
+outputs, relative RMS or allclose for float ones, NaN/Inf refused), outputs that ignore their
 inputs, caching by address, causality (the perturbed call against the reference of its own
 inputs, and its outputs before the cut against the candidate's unperturbed call), every
-output of every timed call against the reference of its own fresh inputs at the same
-tolerance, drift after timing. It reads an output only from a file the trusted caller wrote
+output of every timed call against the reference of its own fresh inputs by the same
+rule, drift after timing. It reads an output only from a file the trusted caller wrote
 (never a path the candidate's process named), opened without following links, refused unless
 it is a regular file of exactly the plan's size. It also times the baseline on the same
 fresh inputs, in batches the caller interleaves with the candidate's (its own CPU time and
@@ -25,7 +26,7 @@ import time
 import traceback
 from typing import Any
 
-from kernels.judge import gpu_lease, plan as planning, protocol
+from kernels.judge import compare as comparing, gpu_lease, plan as planning, protocol
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.referee_baselines import baseline_for, fingerprint, prime, release_memory
 
@@ -49,7 +50,7 @@ class Referee:
         self.refs: dict[tuple, Any] = {}
         self.outputs: dict[str, Any] = {}   # candidate outputs other checks refer to
         self.judged: dict[str, bool] = {}
-        self.tolerance = float(self.problem.tolerance[self.dtype])
+        self.rule = comparing.problem_rule(self.problem, self.device, self.dtype)
         self.baseline = None
         self.baseline_label = ""
         self.baseline_note = ""
@@ -68,7 +69,7 @@ class Referee:
                 out = self.reference(**inputs)
             # Kept where they were made: on a GPU the comparisons run there too (a kda bench
             # output holds 134 M values: comparing it on the CPU cost seconds per check).
-            self.refs[key] = out.detach().float()
+            self.refs[key] = comparing.as_reference(out, self.rule)
             del inputs, out
             if self.device == "cuda":
                 self.torch.cuda.empty_cache()
@@ -146,20 +147,18 @@ class Referee:
         ref = self.ref_of(call)
         if tuple(out.shape) != tuple(ref.shape):
             return self.fail(key, "incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
-        out = out.float()
-        bad = int((~self.torch.isfinite(out)).sum())
-        if bad:
-            return self.fail(key, "incorrect", f"{bad} of {out.numel()} output values are NaN/Inf {what}: "
-                             "unwritten elements or overflow", error=float("inf"))
+        out, unusable = comparing.unusable(out, self.rule)
+        if unusable:
+            return self.fail(key, "incorrect", f"{unusable} {what}: unwritten elements, overflow or a wrong dtype",
+                             error=float("inf"))
         if key.endswith("/seed1"):
             self.outputs[key] = out
             failure = self.constant(key.rpartition("/")[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure)
-        error = self.relative_error(out, ref)
-        if error > self.tolerance:
-            return self.fail(key, "incorrect",
-                             f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
+        ok, error, why = comparing.compare(out, ref, self.rule)  # the problem's rule, timed calls included
+        if not ok:
+            return self.fail(key, "incorrect", f"{why} {what}", error=error)
         if call.base:
             failure = self.causal(call, out, label)
             if failure:
@@ -170,8 +169,7 @@ class Referee:
         return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
     def relative_error(self, out, ref) -> float:
-        scale = float(ref.pow(2).mean().sqrt())
-        return float((out - ref).pow(2).mean().sqrt()) / max(scale, 1e-30)
+        return comparing.relative_rms(out, ref)
 
     def fail(self, key: str, status: str, message: str, error: float | None = None) -> dict[str, Any]:
         self.judged[key] = False
@@ -200,10 +198,12 @@ class Referee:
         axis = self.problem.causal.output_axis
         before, after = base.narrow(axis, 0, cut), out.narrow(axis, 0, cut)
         moved = self.relative_error(after, before)
-        if moved <= self.tolerance / 10:
+        scale = float(before.float().pow(2).mean().sqrt()) if self.rule.kind == "allclose" else 1.0
+        allowed = self.rule.relative_bound(scale) / 10
+        if moved <= allowed:
             return None
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
-                f"before it by relative RMS {moved:.2e} (rounding allowed up to {self.tolerance / 10:.1e})")
+                f"before it by relative RMS {moved:.2e} (rounding allowed up to {allowed:.1e})")
 
     def bench_ref(self, bench: planning.Bench, holds: int):
         call = planning.Call(f"b{bench.index}/seed{holds}", bench.shape, bench.seeds[holds], bench.regime)

@@ -7,7 +7,7 @@ import statistics
 from typing import Any
 
 from kernels import roofline
-from kernels.judge import physics, plan as planning
+from kernels.judge import compare, physics, plan as planning
 from kernels.judge.children import Stop
 from kernels.judge.report import JudgeReport
 
@@ -65,14 +65,21 @@ def decide(batches: list[dict[str, Any]], device: str) -> tuple[list[float], str
 
 def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> list[dict[str, Any]]:
     """Per-shape entries from whatever was measured (errors per check, timings)."""
-    tolerance = spec.tolerance.get(dtype_of(spec, device))
+    # The entry that judged the outputs (a number, or atol/rtol) and the rule it names.
+    out_dtype = compare.output_dtype(spec, dtype_of(spec, device))
+    tolerance = compare.tolerance_entry(spec.tolerance, device, out_dtype)
+    try:
+        comparison = compare.rule_for(spec.tolerance, device, out_dtype).describe()
+    except ValueError as error:  # the referee refused the problem with the same words
+        comparison = str(error)
     entries: dict[tuple[int, ...], dict[str, Any]] = {}
 
     def entry(shape) -> dict[str, Any]:
         shape = tuple(shape)
         if shape not in entries:
             entries[shape] = {"shape": spec.describe_shape(shape), "dims": list(shape), "errors": {},
-                              "max_error": None, "tolerance": tolerance}
+                              "max_error": None, "tolerance": tolerance,
+                              "comparison": comparison}
         return entries[shape]
 
     calls = {c.key: c for c in the_plan.checks}

@@ -49,7 +49,7 @@ def _known_problems() -> list[str]:
 def handle(args: argparse.Namespace) -> int:
     from kernels.judge import RefereeFailure, judge
     from kernels.judge.isolation import IsolationUnavailable
-    from kernels.registry import problem_names
+    from kernels.registry import find_object_paths_here, problem_names
 
     path = Path(args.file)
     if not path.is_file():
@@ -58,6 +58,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.seeds < 2 or (args.reps is not None and args.reps < 1) or args.timeout <= 0:
         print("marathon judge: --seeds must be >= 2, --reps >= 1 and --timeout > 0", file=sys.stderr)
         return 2
+    find_object_paths_here(args.problem)  # as `marathon problem check` finds it
     problem = ncu_problem(args.device) if args.ncu else None
     if problem:
         print(f"marathon judge: {problem}", file=sys.stderr)
@@ -75,7 +76,10 @@ def handle(args: argparse.Namespace) -> int:
         return 3
     except (ValueError, ImportError) as error:
         message = str(error)
-        if "known problems" not in message:
+        if isinstance(error, ImportError) and ":" in args.problem:
+            message += (f" (an object path is imported from the current directory and PYTHONPATH: run from the "
+                        f"folder that holds {args.problem.partition(':')[0].split('.')[0]!r}, or install its package)")
+        elif "known problems" not in message:
             message += f" (known problems: {', '.join(problem_names())})"
         print(f"marathon judge: {message}", file=sys.stderr)
         return 2

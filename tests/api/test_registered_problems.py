@@ -8,7 +8,7 @@ import pytest
 from temporalio import activity
 from temporalio.worker import Worker
 
-from marathon.problem_registration import register_problems
+from marathon.problem_registration import register_problems, registration_lines
 from store import repository
 from tests.problems.installed import install_here, uninstall_here
 
@@ -78,3 +78,32 @@ async def test_a_refusal_names_who_registered_what(api):
     message = response.json()["detail"][0]["msg"]
     assert message.startswith("unknown problem 'gemm'; known problems: kda, kda-general, kda-varlen, mla-decode, mla-decode-paged (built in), "
                               "softmax-mask (registered by CPU worker 77@gpu-box). ")
+
+
+async def test_an_entry_point_the_worker_refused_is_named_with_why_in_the_422(api, tmp_path):
+    # The entry point's name differs from its problem's: the worker cannot register it.
+    added = install_here(tmp_path / "misnamed", {"rms": "marathon_rmsnorm.definition:PROBLEM"}, "misnamed")
+    try:
+        outcome = register_problems(api.settings.resolved_database_url, "88@cpu-node")
+    finally:
+        uninstall_here(added)
+    assert "rms" in outcome.failed and "rms" not in outcome.registered
+    listed = [p["name"] for p in (await api.http.get("/problems")).json()["data"]]
+    assert "rms" not in listed
+    for asked in ("rms", "softmax"):
+        response = await api.http.post("/runs", json={"problem": asked})
+        assert response.status_code == 422
+        message = response.json()["detail"][0]["msg"]
+        assert ("Entry points found but refused: rms = marathon_rmsnorm.definition:PROBLEM (CPU worker 88@cpu-node): "
+                "ValueError: entry point 'rms' of marathon.problems loads 'marathon_rmsnorm.definition:PROBLEM', "
+                "whose name is 'rmsnorm-residual': the two must be the same") in message, message
+
+    # `marathon up`'s banner says it too.
+    lines = registration_lines(api.settings.resolved_database_url)
+    assert any(line.startswith("  REFUSED      entry point rms = marathon_rmsnorm.definition:PROBLEM: ValueError: "
+                               "entry point 'rms'") for line in lines), lines
+
+    # Fixed (the entry point now carries the problem's name): the next start forgets the refusal.
+    register_problems(api.settings.resolved_database_url, "89@cpu-node")
+    with api.db() as session:
+        assert repository.get_registered_problem(session, "rms") is None

@@ -165,13 +165,13 @@ def test_a_thread_left_running_is_seen_from_outside(compromised):
     assert "more than after its first call" in report.message and "counted from outside" in report.message
 
 
-def test_without_cgroups_a_judgement_says_so_and_uses_the_callers_clock(monkeypatch):
+def test_without_cgroups_a_judgement_says_so_and_reads_the_trees_cpu_time(monkeypatch):
     monkeypatch.setattr(runner, "CGROUP_DISABLE", cgroups.CONTROLLERS)
     report = judge((CANDIDATES / "honest_cumsum.py").read_text(), TOY, device="cpu", timing_reps=3)
     assert report.status == "ok", report.message
-    assert report.fingerprint["box"]["cpu_time"].startswith("no cpuacct cgroup")
+    assert report.fingerprint["box"]["cpu_time"].startswith("no cpuacct cgroup: /proc schedstat")
     timed = [s for s in report.shapes if "timing" in s]
     assert timed
     for shape in timed:
-        assert shape["timing"]["candidate"]["clock"] == "the caller's wall clock"
+        assert shape["timing"]["candidate"]["clock"] == "cpu time of the process tree"
         assert shape["timing"]["baseline"]["candidate_held"] == ["sigstop"]

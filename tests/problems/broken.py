@@ -49,3 +49,29 @@ WRONG_OUTPUT_SHAPE = replace(PROBLEM, reference="tests.problems.broken:reference
 WRONG_BASELINE = replace(PROBLEM, baselines="tests.problems.broken:baselines_wrong")
 BAD_NAME = replace(PROBLEM, name="Scaled Add")
 DEFAULT_OUTSIDE_SPACE = replace(PROBLEM, space="tests.problems.broken_default")
+
+
+def reference_small_only(x, scale):
+    if x.numel() > 1000:
+        raise MemoryError(f"this reference holds a {x.numel()} x {x.numel()} matrix")
+    return (x.double() * scale).float()
+
+
+def _constant_inputs(shape, seed, device="cpu", dtype="float32", regime="default"):
+    inputs = make_inputs(shape, seed, device, dtype, regime)
+    return {"x": inputs["x"], "scale": inputs["scale"], "weight": inputs["x"] * 0 + 1}
+
+
+SPACE_CRASHES_OFF_DEFAULT = replace(PROBLEM, space="tests.problems.broken_validate")
+FAILS_AT_SIZE = replace(PROBLEM, reference="tests.problems.broken:reference_small_only", reference_check=None)
+CONSTANT_WEIGHT = replace(PROBLEM, input_names=("x", "scale", "weight"), make_inputs=_constant_inputs,
+                          reference="tests.problems.broken:reference_with_weight", reference_check=None,
+                          baselines="tests.problems.broken:baselines_with_weight")
+
+
+def reference_with_weight(x, scale, weight):
+    return (x.double() * scale * weight.double()).float()
+
+
+def baselines_with_weight(device):
+    return {"eager": lambda x, scale, weight: x * scale * weight}

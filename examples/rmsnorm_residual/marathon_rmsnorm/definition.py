@@ -10,7 +10,13 @@ A shape is ``(N, D)``: N rows (tokens) of width D (the model width). Inputs: ``x
 dtype. Not causal: every output row depends on its own input row only.
 
 Input distribution: ``x`` standard normal, ``residual`` normal with standard deviation 2 (the
-residual stream outgrows each block's output), ``weight`` around 1 (1 + 0.1 N(0, 1)).
+residual stream outgrows each block's output), ``weight`` around 1 (1 + 0.1 N(0, 1)): a weight
+of all ones would let a kernel that ignores it pass.
+
+Regimes, each a wrong kernel the default draw lets through: ``zero-rows`` (every third row has
+``residual = -x``, so ``h = 0`` there: a kernel that drops ``eps`` divides 0 by 0), ``offset``
+(``x`` shifted by 3, so rows have a mean far from 0: a kernel that subtracts the mean, a
+LayerNorm, is far off; with the default draw's near-zero means it is close).
 
 Shape family (``vary_shape``): D stays as listed (kernels may specialise on the width); N is
 drawn within +-25% of the listed N, so row counts the list lacks appear.
@@ -27,7 +33,8 @@ from typing import Any
 from kernels.problem import ELEMENT_BYTES, Problem, Shape, check_regime, dtype_name, regime_seed, vary_length
 
 NAME = "rmsnorm-residual"
-REGIMES = ("default",)
+REGIMES = ("default", "zero-rows", "offset")
+OFFSET = 3.0
 RESIDUAL_STD = 2.0
 WEIGHT_STD = 0.1
 
@@ -51,6 +58,10 @@ def make_inputs(shape: Shape, seed: int, device: Any = "cpu", dtype: Any = "bflo
     x = torch.randn(rows, width, generator=gen)
     residual = torch.randn(rows, width, generator=gen) * RESIDUAL_STD
     weight = 1.0 + WEIGHT_STD * torch.randn(width, generator=gen)
+    if regime == "zero-rows":
+        residual[::3] = -x[::3]  # exact in every dtype: rounding is symmetric
+    elif regime == "offset":
+        x = x + OFFSET
     return {name: t.to(device=device, dtype=torch_dtype) for name, t in
             (("x", x), ("residual", residual), ("weight", weight))}
 
