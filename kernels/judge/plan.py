@@ -232,6 +232,14 @@ def projection(shape, digest_seed: int, k: int, device: str):
 
 def digest(out, digest_seed: int, count: int) -> list[float]:
     """``count`` random projections of ``out`` (float64 sums): a cheap fingerprint of the whole
-    output that cannot be produced without the output itself."""
+    output that cannot be produced without the output itself. For several outputs (a tuple),
+    ``count`` projections of each in turn, each output with its own projections."""
+    if isinstance(out, (tuple, list)):
+        return [value for i, part in enumerate(out) for value in digest(part, part_seed(digest_seed, i), count)]
     flat = out.detach().double()
     return [float((flat * projection(out.shape, digest_seed, k, str(out.device))).sum()) for k in range(count)]
+
+
+def part_seed(digest_seed: int, index: int) -> int:
+    """The digest seed of output ``index`` of a call (the first keeps the batch's own)."""
+    return (int(digest_seed) + 104_729 * int(index)) % (2**63)

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import gpu_lease, plan as planning, protocol
+from kernels.judge import gpu_lease, outputs, plan as planning, protocol
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.report import JUDGE_VERSION
 
@@ -124,7 +124,7 @@ class Referee:
         self.baseline_note = ""
         self.bench_sets: dict[int, list[dict[str, Any]]] = {}
         self.flusher = None
-        self.device_refs: dict[tuple[int, int], tuple[Any, float]] = {}
+        self.device_refs: dict[tuple[int, int], tuple[tuple[Any, float], ...]] = {}
 
     # references ------------------------------------------------------------------
     def ref_of(self, call: planning.Call):
@@ -134,8 +134,10 @@ class Referee:
             with self.torch.no_grad():
                 out = self.reference(**inputs)
             # Kept where they were made: on a GPU the comparisons run there too (a kda bench
-            # output holds 134 M values: comparing it on the CPU cost seconds per check).
-            self.refs[key] = out.detach().float()
+            # output holds 134 M values: comparing it on the CPU cost seconds per check). Always a
+            # tuple: the outputs of a problem with extra outputs (KDA's final state), or the one.
+            count = len(outputs.names(self.problem, tuple(call.shape), self.dtype))
+            self.refs[key] = tuple(part.detach().float() for part in outputs.parts(out, count))
             del inputs, out
             if self.device == "cuda":
                 self.torch.cuda.empty_cache()
@@ -171,33 +173,47 @@ class Referee:
         if hashlib.sha256(data).hexdigest() != sha256:
             return self.fail(key, "crashed", "candidate outputs changed on disk after they were reported")
         loaded = self.torch.load(path, weights_only=True, map_location=self.device)
-        out = loaded.get(key) if isinstance(loaded, dict) else None
-        if not isinstance(out, self.torch.Tensor):
+        names = outputs.names(self.problem, tuple(call.shape), self.dtype)
+        try:
+            outs = outputs.parts(loaded.get(key) if isinstance(loaded, dict) else None, len(names))
+        except outputs.OutputError as error:
+            return self.fail(key, "incorrect", f"{error} for {key} in what the candidate's process saved")
+        if not all(isinstance(out, self.torch.Tensor) for out in outs):
             return self.fail(key, "incorrect", f"no output for {key} in what the candidate's process saved")
         label = self.problem.describe_shape(tuple(call.shape))
         what = call.when or key
-        ref = self.ref_of(call)
-        if tuple(out.shape) != tuple(ref.shape):
-            return self.fail(key, "incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
-        out = out.float()
-        bad = int((~self.torch.isfinite(out)).sum())
-        if bad:
-            return self.fail(key, "incorrect", f"{bad} of {out.numel()} output values are NaN/Inf {what}: "
-                             "unwritten elements or overflow", error=float("inf"))
+        refs = self.ref_of(call)
+        checked = []
+        for name, out, ref in zip(names, outs, refs):
+            which = "" if len(names) == 1 else f"{name}: "
+            if tuple(out.shape) != tuple(ref.shape):
+                return self.fail(key, "incorrect", f"{which}output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
+            out = out.float()
+            bad = int((~self.torch.isfinite(out)).sum())
+            if bad:
+                return self.fail(key, "incorrect", f"{which}{bad} of {out.numel()} output values are NaN/Inf {what}: "
+                                 "unwritten elements or overflow", error=float("inf"))
+            checked.append(out)
+        outs = tuple(checked)
         if key.endswith("/seed1"):
-            self.outputs[key] = out
+            self.outputs[key] = outs
             failure = self.constant(key.rpartition("/")[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure)
-        error = self.relative_error(out, ref)
+        # Every output within the tolerance on its own (KDA's final state as well as o): the
+        # call's error is the worst of them.
+        errors = [self.relative_error(out, ref) for out, ref in zip(outs, refs)]
+        error = max(errors)
         if error > self.tolerance:
+            worst = names[errors.index(error)]
+            which = "" if len(names) == 1 else f" of output {worst!r}"
             return self.fail(key, "incorrect",
-                             f"relative RMS error {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
+                             f"relative RMS error{which} {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
         if call.base:
-            failure = self.causal(call, out, label)
+            failure = self.causal(call, outs[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure, error=error)
-        self.outputs[key] = out
+        self.outputs[key] = outs
         self.judged[key] = True
         return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
@@ -211,12 +227,15 @@ class Referee:
 
     def constant(self, group: str, label: str) -> str | None:
         first, second = self.outputs.get(f"{group}/seed0"), self.outputs.get(f"{group}/seed1")
-        if first is None or second is None or not self.torch.equal(first, second):
+        if first is None or second is None or not self.same(first, second):
             return None
-        if self.torch.equal(self.ref_of(self.calls[f"{group}/seed0"]), self.ref_of(self.calls[f"{group}/seed1"])):
+        if self.same(self.ref_of(self.calls[f"{group}/seed0"]), self.ref_of(self.calls[f"{group}/seed1"])):
             return None
         return (f"the output does not depend on the inputs at {label}: two different inputs gave the same output "
                 "(cached or constant)")
+
+    def same(self, first: tuple, second: tuple) -> bool:
+        return all(self.torch.equal(a, b) for a, b in zip(first, second))
 
     def causal(self, call: planning.Call, out, label: str) -> str | None:
         """Outputs before the cut must not move when inputs after it change.
@@ -226,6 +245,7 @@ class Referee:
         a tenth of the tolerance is information flowing backwards.
         """
         base = self.outputs.get(call.base)
+        base = base[0] if base is not None else None  # the output along time (the first)
         if base is None:
             return f"causality check at {label}: the unperturbed output {call.base} was not judged first"
         cut = call.perturb["cut"]
@@ -245,21 +265,25 @@ class Referee:
         if len(digests) != batch.calls:
             return {"kind": "digests", "ok": False, "status": "incorrect",
                     "message": f"a timed batch at {label} reported {len(digests)} outputs for {batch.calls} calls"}
-        expected: dict[int, tuple[list[float], float]] = {}
+        # Per seed: each digest value's target and the norm of the output it projects (every
+        # output of a call has its own projections, measured against its own norm).
+        expected: dict[int, list[tuple[float, float]]] = {}
         worst = 0.0
         for index, values in enumerate(digests):
             seed_index = batch.seed_index(index)
             if seed_index not in expected:
-                ref, norm = self.device_ref(bench, seed_index)
-                projections = [planning.projection(ref.shape, batch.digest_seed, k, str(ref.device))
-                               for k in range(self.plan.digests)]
-                expected[seed_index] = ([float((ref * p).sum()) for p in projections], norm)
-            want, norm = expected[seed_index]
+                expected[seed_index] = []
+                for part, (ref, norm) in enumerate(self.device_ref(bench, seed_index)):
+                    seed = planning.part_seed(batch.digest_seed, part)
+                    expected[seed_index] += [
+                        (float((ref * planning.projection(ref.shape, seed, k, str(ref.device))).sum()), norm)
+                        for k in range(self.plan.digests)]
+            want = expected[seed_index]
             if not isinstance(values, list) or len(values) != len(want) or \
                     not all(isinstance(v, (int, float)) for v in values):
                 return {"kind": "digests", "ok": False, "status": "incorrect",
                         "message": f"a timed call at {label} reported a malformed digest"}
-            for got, target in zip(values, want):
+            for got, (target, norm) in zip(values, want):
                 moved = abs(got - target) / max(norm, 1e-30) if math.isfinite(got) else float("inf")
                 worst = max(worst, moved)
         bound = DIGEST_SIGMAS * self.tolerance
@@ -271,13 +295,13 @@ class Referee:
         return {"kind": "digests", "ok": True, "worst": worst}
 
     def device_ref(self, bench: planning.Bench, holds: int):
-        """A bench reference as float64 on the device, with its norm: made once per shape and
-        seed, not once per timed batch (the previous shape's are dropped)."""
+        """A bench reference's outputs as float64 on the device, each with its norm: made once
+        per shape and seed, not once per timed batch (the previous shape's are dropped)."""
         key = (bench.index, holds)
         if key not in self.device_refs:
             self.device_refs = {k: v for k, v in self.device_refs.items() if k[0] == bench.index}
-            ref = self.bench_ref(bench, holds).to(self.device).double()
-            self.device_refs[key] = (ref, float(ref.pow(2).sum().sqrt()))
+            refs = tuple(part.to(self.device).double() for part in self.bench_ref(bench, holds))
+            self.device_refs[key] = tuple((ref, float(ref.pow(2).sum().sqrt())) for ref in refs)
         return self.device_refs[key]
 
     def bench_ref(self, bench: planning.Bench, holds: int):

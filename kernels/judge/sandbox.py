@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import protocol, rejections
+from kernels.judge import outputs, protocol, rejections
 from kernels.judge.rejections import Reject
 
 
@@ -164,9 +164,9 @@ class Sandbox:
     def call_checked(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
         """Call the candidate under every guard; return a CPU copy of its output."""
         torch = self.torch
-        out_shape, out_dtype = self.problem.output(shape, self.dtype)
         clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        self.poison(out_shape, out_dtype)
+        for _, out_shape, out_dtype in self.problem.output_specs(shape, self.dtype):
+            self.poison(out_shape, out_dtype)
         launches = self.guards.STATE.own_launches
         threads = threading.active_count()
         try:
@@ -182,18 +182,14 @@ class Sandbox:
         if self.guards.STATE.own_launches == launches:
             raise Reject("forbidden",
                          f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
-        if type(out) is not torch.Tensor:
-            kind = f"{type(out).__module__}.{type(out).__name__}"
-            raise Reject("incorrect", f"output must be a plain torch.Tensor, got {kind} ({when})")
-        if tuple(out.shape) != tuple(out_shape) or str(out.dtype).removeprefix("torch.") != out_dtype:
-            raise Reject("incorrect", f"output must be {tuple(out_shape)} {out_dtype}, got {tuple(out.shape)} "
-                         f"{str(out.dtype).removeprefix('torch.')} ({when})")
-        if out.device.type != torch.device(self.device).type or (out.numel() and out.data_ptr() == 0):
-            raise Reject("incorrect", f"output must live on {self.device} with storage ({when})")
+        try:
+            got = outputs.check(self.problem, shape, self.dtype, out, self.device)
+        except outputs.OutputError as error:
+            raise Reject("incorrect", f"{error} ({when})") from None
         for name, clone in clones.items():
             if not torch.equal(inputs[name], clone):
                 raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
-        return out.detach().to("cpu", copy=True)
+        return outputs.packed(tuple(part.detach().to("cpu", copy=True) for part in got))
 
     # commands ------------------------------------------------------------------
     # The caller streams the plan one call at a time; this process never holds the rest of it.
@@ -303,8 +299,10 @@ class Sandbox:
                 raise Reject("forbidden", f"a timed call started threads at {label}")
             if state.own_launches == launches:
                 raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {label}")
-            if type(out) is not self.torch.Tensor:
-                raise Reject("incorrect", f"a timed call at {label} returned {type(out).__name__}, not a torch.Tensor")
+            try:
+                out = outputs.packed(outputs.check(self.problem, shape, self.dtype, out, self.device))
+            except outputs.OutputError as error:
+                raise Reject("incorrect", f"a timed call at {label}: {error}") from None
             digests.append(plan.digest(out, batch["digest_seed"], command["digests"]))
             del out
         self.check_policy(f"while timing {label}")

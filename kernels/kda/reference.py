@@ -221,9 +221,18 @@ def kda_chunked_reference(
     return (out, state.float()) if output_final_state else out
 
 
+def kda_state_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                        scale: float, initial_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``kda_reference`` from an initial state, handing over the final state (problems ``kda``
+    and ``kda-general``): q, k, v, g [B, T, H, D], beta [B, T, H], initial_state [B, H, D, D].
+    Returns (o [B, T, H, D], final_state [B, H, D, D]), float32."""
+    return kda_reference(q, k, v, g, beta, scale, initial_state, True)
+
+
 def kda_varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                         scale: float, initial_state: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
-    """``kda_reference`` from an initial state over packed sequences, o only (problem
-    ``kda-varlen``): q, k, v, g [1, T, H, D], beta [1, T, H], initial_state [N, H, D, D],
-    cu_seqlens [N + 1]. Returns o [1, T, H, D] float32."""
-    return kda_reference(q, k, v, g, beta, scale, initial_state, False, cu_seqlens)
+                         scale: float, initial_state: torch.Tensor,
+                         cu_seqlens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``kda_reference`` from an initial state over packed sequences (problem ``kda-varlen``):
+    q, k, v, g [1, T, H, D], beta [1, T, H], initial_state [N, H, D, D], cu_seqlens [N + 1].
+    Returns (o [1, T, H, D], final_state [N, H, D, D]), float32."""
+    return kda_reference(q, k, v, g, beta, scale, initial_state, True, cu_seqlens)
