@@ -162,8 +162,9 @@ def judge(
     default_reps = (CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS)
     reps = timing_reps or default_reps
     graph_shapes = tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", [])) if not cpu else ()
+    # A confirmation (a would-be champion's second judgement) also checks the held-out family.
     the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=reps, warmup=CPU_WARMUP if cpu else GPU_WARMUP,
-                              rng=secrets.SystemRandom(), graph_shapes=graph_shapes)
+                              rng=secrets.SystemRandom(), graph_shapes=graph_shapes, held_out=confirm)
     workdir = tempfile.mkdtemp(prefix="marathon-judge-")
     os.chmod(workdir, 0o755)
     box = os.path.join(workdir, "box")  # the candidate's only writable place (its HOME, TMPDIR, Triton cache)

@@ -6,9 +6,10 @@ rate ``a = exp(A_log)``, ``A_log = log U(1, 16)`` (the model's initialisation), 
 channel a bias ``dt_bias``, per token the gate projection ``raw``:
 
 - unbounded (``kda-general``, ``kda-varlen``): ``g = -a * softplus(raw + dt_bias)``;
-- bounded (``kda``, FLA's ``lower_bound`` form): ``g = lower_bound * sigmoid(a * (raw + dt_bias))``.
+- bounded (``kda``, FLA's ``lower_bound`` form): ``g = lower_bound * sigmoid(raw + dt_bias)``.
 
-``dt_bias`` is drawn uniform in ``MEMORY_BIAS_RANGE`` = [-8, 1] per head and channel, and every
+``dt_bias`` is drawn uniform in ``MEMORY_BIAS_RANGE`` = [-12, 1] per head and channel (bounded:
+uniform in [-12, 2], the sigmoid's logit), and every
 sequence (batch row) adds its own shift, uniform in ±``SEQUENCE_SHIFT``: in one tensor, about a
 third of the channels keep their state for hundreds of tokens (per-step decay about e^-0.001)
 next to channels that forget within a few tokens (decay down to e^-5 or beyond), and sequences
@@ -27,7 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 KIMI_A_RANGE = (1.0, 16.0)
-MEMORY_BIAS_RANGE = (-8.0, 1.0)
+MEMORY_BIAS_RANGE = (-12.0, 1.0)
+BOUNDED_LOGIT_RANGE = (-12.0, 2.0)
 SEQUENCE_SHIFT = 1.0
 PROBE_STRONG_DECAY = -50.0  # the probes' strongest unbounded decay: e^-50, past any chunk's fp32 range
 
@@ -46,10 +48,14 @@ def kimi_gate(raw: Any, gen: Any, lower_bound: float | None) -> Any:
     b_low, b_high = MEMORY_BIAS_RANGE
     bias = b_low + (b_high - b_low) * torch.rand(heads, dim, generator=gen, device=where)
     shift = SEQUENCE_SHIFT * (2.0 * torch.rand(batch, 1, 1, 1, generator=gen, device=where) - 1.0)
-    logits = raw + bias + shift
     if lower_bound is None:
-        return -rate[:, None] * F.softplus(logits)
-    return lower_bound * torch.sigmoid(rate[:, None] * logits)
+        return -rate[:, None] * F.softplus(raw + bias + shift)
+    # The sigmoid saturates where the softplus does not: there the bias is the gate's mean
+    # logit, uniform over BOUNDED_LOGIT_RANGE, with per-token noise of one: about a third of the
+    # channels below -7.3 (decay above e^-0.0035 per step) and a third above -2.2 (below e^-0.5).
+    l_low, l_high = BOUNDED_LOGIT_RANGE
+    logit_bias = l_low + (l_high - l_low) * (bias - b_low) / (b_high - b_low)
+    return lower_bound * torch.sigmoid(raw + logit_bias + shift)
 
 
 def probe_gates(g: Any, gen: Any, lower_bound: float | None) -> Any:
