@@ -42,7 +42,8 @@ def check(problem: Any, shape: tuple[int, ...], dtype: str, out: Any, device: st
             raise OutputError(f"{label} must be a plain torch.Tensor, got {kind}")
         have_dtype = str(tensor.dtype).removeprefix("torch.")
         if tuple(tensor.shape) != tuple(want_shape) or have_dtype != want_dtype:
-            raise OutputError(f"{label} must be {tuple(want_shape)} {want_dtype}, got {tuple(tensor.shape)} {have_dtype}")
+            raise OutputError(f"{label} must be {tuple(want_shape)} {want_dtype}, "
+                              f"got {tuple(tensor.shape)} {have_dtype}")
         if tensor.device.type != torch.device(device).type or (tensor.numel() and tensor.data_ptr() == 0):
             raise OutputError(f"{label} must live on {device} with storage")
     return got

@@ -187,7 +187,8 @@ class Referee:
         for name, out, ref in zip(names, outs, refs):
             which = "" if len(names) == 1 else f"{name}: "
             if tuple(out.shape) != tuple(ref.shape):
-                return self.fail(key, "incorrect", f"{which}output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
+                return self.fail(key, "incorrect",
+                                 f"{which}output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
             out = out.float()
             bad = int((~self.torch.isfinite(out)).sum())
             if bad:
@@ -208,7 +209,8 @@ class Referee:
             worst = names[errors.index(error)]
             which = "" if len(names) == 1 else f" of output {worst!r}"
             return self.fail(key, "incorrect",
-                             f"relative RMS error{which} {error:.3e} > tolerance {self.tolerance:.1e} {what}", error=error)
+                             f"relative RMS error{which} {error:.3e} > tolerance {self.tolerance:.1e} {what}",
+                             error=error)
         if call.base:
             failure = self.causal(call, outs[0], label)
             if failure:
