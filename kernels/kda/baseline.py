@@ -53,11 +53,12 @@ def _on_cpu() -> dict[str, Callable[..., Any]]:
 
 def baselines(device: str) -> dict[str, Callable[..., Any]]:
     """The bounded problem's baselines: label -> ``fn(q, k, v, g, beta, scale, initial_state)``
-    returning ``(o, final_state)``, the first primary. On CUDA ``{"fla-safe-gate": ..., "fla": ...}`` (both autotune on their first call:
-    warm them up before timing); without ``fla`` importable this raises, so that no GPU speedup
-    is ever measured against the float64 reference by accident (seen on the H200: a referee that
-    could not import FLA timed the reference, 361 ms a call against the seed's 4.1 ms). On
-    the CPU ``{"reference": kda_reference}``."""
+    returning ``(o, final_state)``, the first primary. On CUDA ``{"fla-safe-gate": ..., "fla":
+    ...}`` (both autotune on their first call: warm them up before timing); without ``fla``
+    importable this raises, so that no GPU speedup is ever measured against the float64
+    reference by accident (seen on the H200: a referee that could not import FLA timed the
+    reference, 361 ms a call against the seed's 4.1 ms). On the CPU
+    ``{"reference": kda_state_reference}``."""
     if str(device).startswith("cuda"):
         return {"fla-safe-gate": _fla_chunk_kda(safe_gate=True, lower_bound=GATE_LOWER_BOUND),
                 "fla": _fla_chunk_kda()}
