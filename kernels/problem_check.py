@@ -118,7 +118,7 @@ def check_roofline(problem) -> list[str]:
 
 def check_inputs(problem) -> list[str]:
     wrong = []
-    for regime in problem.regimes:
+    for regime in problem.regimes + problem.held_out:
         for shape in problem.shapes.get("cpu", ()):
             args = (tuple(shape),)
             first, again, other = (problem.make_inputs(*args, seed, "cpu", problem.cpu_dtype, regime=regime)
@@ -139,11 +139,15 @@ def check_inputs(problem) -> list[str]:
 def _agreement(label: str, fn: Callable[..., Any], problem, reference: Callable[..., Any], share: float) -> list[str]:
     if problem.cpu_dtype not in problem.tolerance:
         return []  # the tolerance check says what is missing
+    from kernels.judge import outputs
+
     tolerance = problem.tolerance[problem.cpu_dtype] * share
     wrong = []
     for shape in problem.shapes.get("cpu", ()):
         inputs = problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype)
-        error = relative_rms(fn(**inputs).float(), reference(**inputs).float())
+        count = len(problem.output_specs(tuple(shape), problem.cpu_dtype))
+        pairs = zip(outputs.parts(fn(**inputs), count), outputs.parts(reference(**inputs), count))
+        error = max(relative_rms(out.float(), ref.float()) for out, ref in pairs)
         if not error <= tolerance:
             wrong.append(f"{label} differs from the reference at {problem.describe_shape(shape)}: relative RMS "
                          f"error {error:.3g} > {tolerance:.3g}")
@@ -153,16 +157,25 @@ def _agreement(label: str, fn: Callable[..., Any], problem, reference: Callable[
 def check_reference(problem) -> list[str]:
     import torch
 
+    from kernels.judge import outputs
+
     reference = problem.load_reference()
     wrong = []
     for shape in problem.shapes.get("cpu", ()):
-        out = reference(**problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype))
-        want = tuple(problem.output(tuple(shape), problem.cpu_dtype)[0])
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            wrong.append(f"reference at {problem.describe_shape(shape)} gives {got}; output() says {want}")
-        elif not bool(torch.isfinite(out).all()):
-            wrong.append(f"reference at {problem.describe_shape(shape)} has NaN or Inf")
+        returned = reference(**problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype))
+        specs = problem.output_specs(tuple(shape), problem.cpu_dtype)
+        try:
+            outs = outputs.parts(returned, len(specs))
+        except outputs.OutputError as error:
+            wrong.append(f"reference at {problem.describe_shape(shape)}: {error} (extra_outputs says so)")
+            continue
+        for (name, want, _), out in zip(specs, outs):
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(want):
+                got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                wrong.append(f"reference at {problem.describe_shape(shape)} gives {name} {got}; the problem says "
+                             f"{tuple(want)}")
+            elif not bool(torch.isfinite(out).all()):
+                wrong.append(f"reference at {problem.describe_shape(shape)} has NaN or Inf in {name}")
     alternate = problem.load_reference_check()
     if not wrong and alternate is not None:
         wrong += _agreement(f"reference_check ({problem.reference_check})", alternate, problem, reference,
