@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import torch
 
+# On a GPU, sequences up to this many tokens (the judge's short verify shapes) are referenced by
+# the token-by-token loop: about 5 launches a token, some 50 ms at T = 1000.
+LOOP_STEPS = 2048
+
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor) -> None:
     if q.dim() != 4:
@@ -69,12 +73,13 @@ def kda_reference(
     ``output_final_state``.
 
     ``method``: "loop" is the token-by-token recurrence (``kda_loop_reference``), "chunked" the
-    chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU (small
-    shapes, the most obviously right form) and the chunked form on a GPU, where the loop is
-    launch-bound (7.3 s at (1, 32768, 32, 128) on an H200). Tests check that both agree.
+    chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU and on
+    a GPU up to ``LOOP_STEPS`` tokens (the fp64 token-by-token oracle: no algebra shared with a
+    chunked kernel), the chunked form beyond, where the loop is launch-bound (7.3 s at
+    (1, 32768, 32, 128) on an H200). Tests check that both agree.
     """
     if method == "auto":
-        method = "chunked" if q.is_cuda else "loop"
+        method = "chunked" if q.is_cuda and q.shape[1] > LOOP_STEPS else "loop"
     if method not in ("loop", "chunked"):
         raise ValueError(f"method must be 'auto', 'loop' or 'chunked', got {method!r}")
     _check(q, k, v, g, beta)

@@ -8,7 +8,6 @@ import torch
 
 from kernels.kda import chunk
 from kernels.kda.general import PROBLEM, REGIMES, make_inputs
-from kernels.kda.reference import kda_reference
 from kernels.problem_check import check_problem
 
 
