@@ -113,6 +113,8 @@ def judge(
     use; default one per visible GPU in the temp folder. CPU judgements take one only when given.
     ``referees`` (a worker's ``RefereePool`` for this device) lends a referee that may have judged
     before, its baselines already compiled and autotuned; without one, a fresh referee process.
+    ``confirm`` (a would-be champion's confirmation) times more calls and also checks the
+    problem's held-out input family (``Problem.held_out``), which no other judgement draws.
     """
     from kernels.registry import get_problem
 

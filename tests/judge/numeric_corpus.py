@@ -50,6 +50,10 @@ CHEATS = (
     # applies the delta rule's correction within a chunk): plain gated linear attention.
     NumericCase("kda_skipped_delta_correction", "kda", "kda_recurrent", "incorrect", "relative RMS error",
                 (("error = v - tl.sum(state * k[:, None], axis=0)", "error = v"),)),
+    # Our own chunked kernel with its triangular solve (I + A)^-1 cut to first order, I - A: 0.0057
+    # off on the old fast-decay inputs (inside the bf16 bar's neighbourhood), 0.10 on the new default.
+    NumericCase("kda_skipped_triangular_solve", "kda", "seed", "incorrect", "relative RMS error",
+                (("for _ in tl.static_range(1, LOG2_BT):", "for _ in tl.static_range(1, 1):"),)),
     # A constant folded in where the data says otherwise: the scale of one regime (D ** -0.5).
     NumericCase("kda_constant_scale", "kda", "kda_recurrent", "incorrect", "relative RMS error",
                 (("float(scale)", "dim ** -0.5"),)),
