@@ -172,8 +172,8 @@ def check_reference(problem) -> list[str]:
         for (name, want, _), out in zip(specs, outs):
             if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(want):
                 got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-                wrong.append(f"reference at {problem.describe_shape(shape)} gives {name} {got}; the problem says "
-                             f"{tuple(want)}")
+                said = "output() says" if len(specs) == 1 else f"the problem says {name} is"
+                wrong.append(f"reference at {problem.describe_shape(shape)} gives {got}; {said} {tuple(want)}")
             elif not bool(torch.isfinite(out).all()):
                 wrong.append(f"reference at {problem.describe_shape(shape)} has NaN or Inf in {name}")
     alternate = problem.load_reference_check()
