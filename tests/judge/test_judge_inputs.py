@@ -111,3 +111,21 @@ def test_problem_contract_defaults_keep_one_output():
     assert Problem.__dataclass_fields__["extra_outputs"].default is None
     assert TOY.output_specs((1, 3, 1), "float32") == (("out", (1, 3, 1), "float32"),)
     assert TOY.public()["extra_outputs"] is False and KDA.public()["extra_outputs"] is True
+
+
+def test_a_confirmation_asks_for_the_held_out_family(monkeypatch):
+    from kernels.judge import judge
+    from tests.judge.corpus import TOY
+
+    asked = []
+    build = planning.build
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("held_out"))
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "build", spy)
+    for confirm in (False, True):  # a source that stops at load: the plan is drawn all the same
+        report = judge("def kernel(:\n", TOY, device="cpu", confirm=confirm, static_policy=False)
+        assert report.status == "compile_error"
+    assert asked == [False, True]
