@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from api.temporal import TemporalGateway
@@ -80,6 +80,11 @@ async def page_token_state(request: Request) -> str:
     valid = await run_in_threadpool(token_is_valid, request.app.state.settings, token.strip())
     return "ok" if valid else "invalid"
 
-
-
 AuthDep = Depends(require_token)
+
+_cookie = APIKeyCookie(
+    name=TOKEN_COOKIE, auto_error=False, description="The same token, as the run page's token form stores it"
+)
+# The routes a browser opens check the token themselves (page_token_state: the header, else the
+# cookie); these declare both ways in the schema, so Swagger's Authorize sends the token there too.
+PAGE_AUTH = [Depends(_bearer), Depends(_cookie)]

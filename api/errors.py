@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.error_echo import MAX_ERRORS, bounded_error, more_errors
 from api.temporal import TemporalUnavailable
 
 
@@ -24,20 +21,12 @@ def _describe(error: dict) -> dict:
     return error
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or Infinity (Python's parser accepts them): echo such inputs as strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
 async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = jsonable_encoder([_describe(dict(e)) for e in exc.errors()])
-    return JSONResponse(status_code=422, content={"detail": _finite(errors)})
+    errors = exc.errors()
+    listed = [bounded_error(_describe(dict(e))) for e in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        listed.append(more_errors(len(errors) - MAX_ERRORS))
+    return JSONResponse(status_code=422, content={"detail": listed})
 
 
 async def temporal_unavailable(_request: Request, exc: TemporalUnavailable) -> JSONResponse:

@@ -45,10 +45,10 @@ def load_parent(url: str, run_id: str) -> Optional[Run]:
 def fork_problems(parent: Optional[Run], parent_id: str, problem: str) -> list[str]:
     """Why ``parent_id`` cannot be forked into a run of ``problem``; empty when it can."""
     if parent is None:
-        return [f"from_run: no run {parent_id} to fork; see GET /runs (or `marathon runs`) for the ids"]
+        return [f"no run {parent_id} to fork; see GET /runs (or `marathon runs`) for the ids"]
     if parent.problem != problem:
         return [
-            f"from_run: run {parent_id} optimizes problem {parent.problem!r}, not {problem!r}; a fork keeps "
+            f"run {parent_id} optimizes problem {parent.problem!r}, not {problem!r}; a fork keeps "
             f"its parent's problem (give \"problem\": \"{parent.problem}\")"
         ]
     return []

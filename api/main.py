@@ -10,7 +10,8 @@ from typing import Optional
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from api import errors
+from api import errors, openapi_contract
+from api.body_encoding import Utf8JsonBody
 from api.limits import BodySizeLimit
 from api.reconciler import keep_reconciling
 from api.routes import docs, health, lineage, llm_exchange, pages, problems, runs, steering
@@ -60,6 +61,7 @@ def create_app(
     app.state.temporal = TemporalGateway(settings, temporal_client_factory)
     app.state.allow_problem_paths = allow_problem_paths
     errors.install(app)
+    app.add_middleware(Utf8JsonBody)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(problems.router)
@@ -69,4 +71,5 @@ def create_app(
     app.include_router(llm_exchange.router)
     app.include_router(pages.router)
     docs.install(app)
+    openapi_contract.install(app, settings.resolved_database_url, list_problems=not allow_problem_paths)
     return app

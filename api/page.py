@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 from urllib.parse import quote
 
 from api.page_plot import PlotPoint, speedup_svg
-from api.page_values import ShapeTime, esc
+from api.page_values import ShapeTime, esc, ratio
+from api.progress import reason_label, reason_words
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -40,6 +41,7 @@ td,th{border-bottom:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-a
 th{position:sticky;top:0;background:#fff}
 .times{font-variant-numeric:tabular-nums;white-space:nowrap}
 svg text{font-size:11px;fill:#57606a}.attempt{fill:#0969da;opacity:.55}.failed{fill:#cf222e;opacity:.5}
+.unconfirmed{fill:#fff;stroke:#0969da;stroke-width:1.5}.mark{color:#57606a;font-size:12px}
 .best-line{fill:none;stroke:#1a7f37;stroke-width:2}.goal-line{stroke:#bf8700;stroke-dasharray:6 4}
 .baseline-line{stroke:#8c959f;stroke-dasharray:2 3}.axis{stroke:#57606a}.grid{stroke:#eaeef2}
 text.goal-label{fill:#bf8700}text.baseline-label{fill:#57606a}
@@ -87,6 +89,10 @@ class PageData:
     from_kind: Optional[str] = None
     # How busy the GPU was while the run's candidates were evaluated ("" when nothing was measured).
     gpu: str = ""
+    # What the ratios are measured against (the judge report's baseline: "eager", "torch.compile").
+    baseline: str = ""
+    # "gpu" or "interpreter": an interpreter's timings are CPU timings, noisy, never GPU performance.
+    timing_kind: str = ""
 
 
 def diff_html(seed: str, best: str) -> str:
@@ -118,8 +124,22 @@ def _parent_row(data: PageData) -> list[tuple[str, str]]:
     return [(label, link)]
 
 
+def _versus(data: PageData) -> str:
+    """`` vs eager`` (the baseline every ratio on the page is measured against), or "" when unknown."""
+    return f" vs {data.baseline}" if data.baseline else " vs the problem's baseline"
+
+
+def _best_text(data: PageData) -> str:
+    if data.best_speedup is None:
+        return "none yet"
+    text = f"{ratio(data.best_speedup)}{_versus(data)} (geomean, confirmed"
+    if data.timing_kind and data.timing_kind != "gpu":
+        text += f"; {data.timing_kind} timing on the CPU: noisy, not GPU performance"
+    return text + ")"
+
+
 def _facts(data: PageData) -> str:
-    best = "none yet" if data.best_speedup is None else f"{data.best_speedup:.3f}x"
+    best = _best_text(data)
     rows = [
         ("Problem", esc(data.problem)),
         *_parent_row(data),
@@ -140,9 +160,13 @@ def _facts(data: PageData) -> str:
     if data.progress:
         progress = "<br>".join(esc(line) for line in data.progress)
         rows.append(("Progress", f'<span id="run-progress">{progress}</span>'))
-    rows.append(("GPU use", f'<span id="gpu-use">{esc(data.gpu or "—")}</span>'))
+    # Off the GPU (Triton's interpreter) there is no GPU to be busy: the row says what was measured.
+    use_label = "Evaluation (no GPU)" if data.timing_kind and data.timing_kind != "gpu" else "GPU use"
+    rows.append((use_label, f'<span id="gpu-use">{esc(data.gpu or "—")}</span>'))
     if data.stop_reason:
-        rows.append(("Stopped because", esc(data.stop_reason)))
+        label = reason_label(data.status)
+        reason = f'<span id="stop-reason">{esc(reason_words(data.stop_reason))}</span>'
+        rows.append((label[:1].upper() + label[1:], reason))
     rows.append(("Temporal", f'<a id="temporal-link" href="{esc(data.temporal_url)}">{esc(data.temporal_url)}</a>'))
     rows.append(("API", f'<a href="{esc(data.api_url)}">{esc(data.api_url)}</a>'))
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
@@ -161,7 +185,24 @@ def _agent_steps(row: dict) -> str:
     return f'<details class="agent-steps"><summary>{len(steps)} agent steps</summary><ol>{items}</ol></details>'
 
 
-def _notebook(view: NotebookView) -> str:
+def _speedup_cell(row: dict) -> str:
+    """The ratio with three significant figures, marked when it is the run's best (confirmed) or
+    a first timing whose confirmation did not hold up."""
+    text = esc(ratio(row["speedup"]))
+    if row.get("is_best"):
+        text += ' <span class="mark best-mark">★ best (confirmed)</span>'
+    elif row.get("not_confirmed"):
+        text += ' <span class="mark unconfirmed-mark">not confirmed</span>'
+    return text
+
+
+def _no_attempts(finished: bool) -> str:
+    if finished:
+        return '<p id="no-attempts">This run ended without recording an attempt (see why above).</p>'
+    return '<p id="no-attempts">No attempts yet.</p>'
+
+
+def _notebook(view: NotebookView, baseline: str = "", finished: bool = False) -> str:
     parts = []
     if view.steering:
         parts.append(
@@ -177,14 +218,15 @@ def _notebook(view: NotebookView) -> str:
         if items:
             parts.append(f"<h3>{title}</h3><ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>")
     header = (
-        "<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th><th>speedup</th>"
-        "<th>time per shape (ours vs baseline)</th><th>GPU busy / timing</th><th>note</th></tr>"
+        f"<tr><th>iteration</th><th>candidate</th><th>strategy</th><th>status</th>"
+        f"<th>speedup vs {esc(baseline or 'baseline')}</th>"
+        f"<th>time per shape (ours vs {esc(baseline or 'baseline')})</th><th>GPU busy / timing</th><th>note</th></tr>"
     )
     body = "".join(
         "<tr>"
         f"<td>{esc(row['iteration'])}</td><td>{esc(row['index'])}</td><td>{esc(row['strategy'])}</td>"
         f"<td>{esc(row['status'])}</td>"
-        f"<td>{'' if row['speedup'] is None else esc(format(row['speedup'], '.3f'))}</td>"
+        f'<td class="speedup">{_speedup_cell(row)}</td>'
         f'<td class="times">{_times_cell(row.get("times") or [])}</td>'
         f'<td class="gpu">{esc(row.get("gpu") or "—")}</td>'
         f"<td>{esc(row['note'])}{_llm_link(row)}{_agent_steps(row)}</td></tr>"
@@ -193,7 +235,7 @@ def _notebook(view: NotebookView) -> str:
     table = (
         f'<h3>Attempts, newest first</h3><div class="scroll"><table id="notebook-entries">{header}{body}</table></div>'
         if view.rows
-        else "<p>No attempts yet.</p>"
+        else _no_attempts(finished)
     )
     return "".join(parts) + table
 
@@ -221,9 +263,10 @@ def render_run_page(data: PageData) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         f"{refresh}<title>Marathon run {esc(data.run_id)}</title><style>{STYLE}</style></head><body>"
         f'<h1>Run {esc(data.run_id)}</h1><section id="summary">{_facts(data)}</section>'
-        f'<section id="curve"><h2>Speedup over iterations</h2>{speedup_svg(data.points, data.goal_target)}</section>'
+        f'<section id="curve"><h2>Speedup{esc(_versus(data))} over iterations</h2>'
+        f"{speedup_svg(data.points, data.goal_target)}</section>"
         f'<section id="steering-notebook"><h2>Steering and notebook</h2>'
-        f'<div id="notebook">{_notebook(data.notebook)}</div></section>'
+        f'<div id="notebook">{_notebook(data.notebook, data.baseline, data.refresh_s is None)}</div></section>'
         f'<section id="diff"><h2>Diff against the seed</h2>{diff}</section>'
         f'<section id="kernel"><h2>Best kernel</h2>{kernel}</section>'
         "</body></html>"

@@ -12,6 +12,17 @@ from api.page_values import ShapeTime, esc
 PLOT_WIDTH, PLOT_HEIGHT = 760, 300
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 64, 16, 40
 MAX_X_TICKS = 12
+# The y axis spans at most this range: a stored value beyond it (a goal target of 1e308, a speedup
+# of inf) is drawn at the edge, its true value in its hover text, instead of overflowing the axis.
+Y_FLOOR, Y_CEILING = 1e-6, 1e6
+
+
+def _on_axis(value: float) -> float:
+    return min(max(value, Y_FLOOR), Y_CEILING)
+
+
+def _drawable(value: Optional[float]) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
 
 
 @dataclass
@@ -20,6 +31,10 @@ class PlotPoint:
     index: int
     status: str
     speedup: Optional[float]
+    # Became the run's best after its paired confirmation: the best-so-far line steps only here.
+    is_best: bool = False
+    # A challenger whose confirmation did not hold up: its figure is a first, unconfirmed timing.
+    not_confirmed: bool = False
     times: list[ShapeTime] = field(default_factory=list)
 
 
@@ -43,7 +58,7 @@ def log_ticks(low: float, high: float) -> list[float]:
 def integer_ticks(low: int, high: int, most: int = MAX_X_TICKS) -> list[int]:
     """Distinct integers from ``low`` to ``high``, every 1, 2, 5, 10, 20, … so that at most ``most`` show."""
     span = max(1, high - low)
-    steps = (m * 10**e for e in range(12) for m in (1, 2, 5))
+    steps = (m * 10**e for e in range(len(str(span)) + 1) for m in (1, 2, 5))
     step = next(s for s in steps if span // s + 1 <= most)
     first = -(-low // step) * step
     return list(range(first, high + 1, step))
@@ -57,19 +72,23 @@ def _point_title(point: PlotPoint) -> str:
     head = f"iteration {point.iteration}, candidate {point.index}: "
     if point.speedup is None:
         return head + point.status
-    text = head + f"{point.speedup:.3f}x ({point.status})"
+    mark = ", the run's best (confirmed)" if point.is_best else ", not confirmed" if point.not_confirmed else ""
+    text = head + f"{point.speedup:.3g}x ({point.status}{mark})"
     if point.times:
         text += "; " + "; ".join(t.text() for t in point.times[:4])
     return text
 
 
 def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> str:
-    """Speedup of every attempt (dots; failures as red dots on the bottom edge) and the best so far
-    (a step line), on a log-scale y axis with the 1x and goal lines; hovering a dot shows its values."""
+    """Speedup of every attempt (dots; failures as red dots on the bottom edge, unconfirmed
+    figures hollow) and the confirmed best so far (a step line), on a log-scale y axis with the
+    1x and goal lines; hovering a dot shows its values."""
     scored = [p.speedup for p in points if p.speedup is not None and p.speedup > 0]
     iterations = [p.iteration for p in points] or [0]
     x_low, x_high = min(iterations), max(max(iterations), min(iterations) + 1)
-    marks = scored + [1.0] + ([goal_target] if goal_target and goal_target > 0 else [])
+    if not _drawable(goal_target):
+        goal_target = None
+    marks = [_on_axis(v) for v in scored + [1.0] + ([goal_target] if goal_target else [])]
     y_low, y_high = min(marks) / 1.4, max(marks) * 1.4
     log_low, log_high = math.log10(y_low), math.log10(y_high)
     inner_w = PLOT_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
@@ -80,7 +99,7 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
         return MARGIN_LEFT + (iteration - x_low) / (x_high - x_low) * inner_w
 
     def y(speedup: float) -> float:
-        value = math.log10(min(max(speedup, y_low), y_high))
+        value = math.log10(min(max(speedup, y_low), y_high)) if not math.isnan(speedup) else log_low
         return MARGIN_TOP + inner_h - (value - log_low) / (log_high - log_low) * inner_h
 
     parts = [
@@ -126,17 +145,20 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
                 f"<title>{esc(_point_title(point))}</title></circle>"
             )
             continue
+        css = "attempt unconfirmed" if point.not_confirmed else "attempt"
         parts.append(
-            f'<circle class="attempt" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
+            f'<circle class="{css}" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
             f"<title>{esc(_point_title(point))}</title></circle>"
         )
-        if point.status == "ok" and (best is None or point.speedup > best):
+        # The line follows the confirmed best only, never a first timing that did not hold up.
+        if point.is_best and (best is None or point.speedup > best):
             if best is not None:
                 steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
             best = point.speedup
             steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
     if best is not None:
         steps.append(f"{x(x_high):.1f},{y(best):.1f}")
-        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}"><title>best so far</title></polyline>')
+        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}">'
+                     "<title>best so far (confirmed)</title></polyline>")
     parts.append("</svg>")
     return "".join(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -22,6 +23,23 @@ def format_ms(ms: Optional[float]) -> str:
     if ms >= 1000.0:
         return f"{ms / 1000:.3g} s"
     return f"{ms:.3g} ms"
+
+
+def ratio(value: Optional[float]) -> str:
+    """A speedup with three significant figures, as small as it is: ``1.32×``, ``0.00192×``; "" for none."""
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return ""
+    return f"{value:.3g}×"
+
+
+def baseline_name(report: Any) -> str:
+    """The baseline a stored judge report timed against (``eager``, ``torch.compile``, ...); "" if unknown."""
+    return str(report.get("baseline") or "") if isinstance(report, dict) else ""
+
+
+def _shape_order(shape: str) -> list:
+    """Natural order: ``B=2, T=64`` before ``B=2, T=128``; the same order on every row."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", shape)]
 
 
 @dataclass
@@ -56,4 +74,4 @@ def shape_times(report: Any) -> list[ShapeTime]:
         if ours is None and base is None:
             continue
         out.append(ShapeTime(str(item.get("shape") or item.get("dims") or f"shape {len(out)}"), ours, base))
-    return out
+    return sorted(out, key=lambda time: _shape_order(time.shape))

@@ -34,13 +34,9 @@ def _parse_time(value: Any) -> Optional[datetime]:
 
 
 def elapsed_s(run: dict[str, Any], now: Optional[datetime] = None) -> Optional[float]:
-    """Seconds the run has been going: the workflow's own clock (``budget_used.hours``), else the
-    time since the run was created (while it runs), else the time it ran until its last update."""
-    used = run.get("budget_used")
-    hours = used.get("hours") if isinstance(used, dict) else None
+    """Wall time since the run was created: until now while it goes on (paused time included),
+    until its last update once it has ended. None when the creation time is unknown."""
     created = _parse_time(run.get("created_at"))
-    if isinstance(hours, (int, float)) and hours > 0:
-        return float(hours) * 3600
     if created is None:
         return None
     if run.get("status") in FINISHED_RUN_STATUSES:
@@ -50,26 +46,32 @@ def elapsed_s(run: dict[str, Any], now: Optional[datetime] = None) -> Optional[f
     return max(0.0, (end - created).total_seconds())
 
 
+def iterations_done_here(run: dict[str, Any]) -> int:
+    """Iterations this run has done itself: a continued run numbers on from its parent's count
+    (``start_iteration``), which it did not spend time on."""
+    return max(0, int(run.get("iteration") or 0) - int(run.get("start_iteration") or 0))
+
+
 def estimate_left_s(run: dict[str, Any], elapsed: Optional[float]) -> tuple[Optional[float], str]:
-    """An estimate of the time left and the budget it comes from: the iterations left at the pace
-    so far, or the hours left, whichever ends first; (None, "") when neither can be told."""
+    """An estimate of the time left and the budget it comes from, from this run's own measured
+    pace: the iterations left at the pace so far, or the hours left if those end first. (None, "")
+    until this run has finished an iteration (no pace yet) or once it has ended."""
     if run.get("status") in FINISHED_RUN_STATUSES or elapsed is None:
         return None, ""
     budget = run.get("budget") if isinstance(run.get("budget"), dict) else {}
-    options: list[tuple[float, str]] = []
-    total, done = budget.get("iterations"), int(run.get("iteration") or 0)
-    if isinstance(total, (int, float)) and total > 0 and done > 0:
-        options.append((max(0.0, elapsed / done * (total - done)), f"{total:g} iterations"))
+    total, done = budget.get("iterations"), iterations_done_here(run)
+    if not (isinstance(total, (int, float)) and total > 0 and done > 0):
+        return None, ""
+    remaining = max(0.0, total - int(run.get("iteration") or 0))
+    options = [(elapsed / done * remaining, f"{total:g} iterations at {duration(elapsed / done)} each")]
     hours = budget.get("hours")
     if isinstance(hours, (int, float)) and hours > 0:
         options.append((max(0.0, hours * 3600 - elapsed), f"{hours:g} h"))
-    if not options:
-        return None, ""
     return min(options)
 
 
 def time_line(run: dict[str, Any], now: Optional[datetime] = None) -> str:
-    """``elapsed 12m05s, about 40m left (budget 20 iterations)``; "" when nothing is known."""
+    """``elapsed 12m05s, about 40m left (budget 20 iterations at 2m01s each)``; "" when nothing is known."""
     elapsed = elapsed_s(run, now)
     if elapsed is None:
         return ""
@@ -81,7 +83,7 @@ def time_line(run: dict[str, Any], now: Optional[datetime] = None) -> str:
 
 
 def candidates_line(run: dict[str, Any]) -> str:
-    """``iteration 4: #0 ok, #1 evaluating, #2 waiting for a GPU worker (40 s)``; "" without candidates."""
+    """``iteration 4: #0 ok, #1 evaluating, #2 queued (40 s)``; "" without candidates."""
     rows = run.get("candidates")
     if not isinstance(rows, list) or not rows:
         return ""
@@ -112,11 +114,36 @@ def gpu_line(run: dict[str, Any]) -> str:
     )
 
 
+# What each stop reason of ``workflows.rules.STOP_REASONS`` means, in words.
+REASON_WORDS = {
+    "stopped": "stopped on request (marathon stop)",
+    "goal_reached": "the goal was reached",
+    "budget_iterations": "its iteration budget was spent",
+    "budget_hours": "its time budget was spent",
+    "budget_gpu_seconds": "its evaluation-seconds budget was spent",
+    "budget_tokens": "its LLM token budget was spent",
+    "plateau": "no better kernel for its plateau budget of iterations",
+}
+
+
+def reason_words(reason: str) -> str:
+    """``its iteration budget was spent (budget_iterations)``; any other reason as it is."""
+    words = REASON_WORDS.get(reason)
+    return f"{words} ({reason})" if words else reason
+
+
+def reason_label(status: Any) -> str:
+    """What a run's ``stop_reason`` is for its status: why it ended, failed or is paused."""
+    return {"paused": "paused because", "failed": "failed because"}.get(str(status), "ended because")
+
+
 def progress_details(run: dict[str, Any], now: Optional[datetime] = None) -> list[str]:
-    """The lines below a run's status: time, candidates, a wait for a worker, a pause's reason."""
+    """The lines below a run's status: time, candidates, a wait for a worker, a failing proposer."""
     lines = [time_line(run, now), candidates_line(run)]
     if run.get("waiting_for_worker"):
         lines.append(str(run["waiting_for_worker"]))
+    if run.get("proposer_failing"):
+        lines.append(str(run["proposer_failing"]))
     if run.get("waiting_for"):  # a queue no worker polls at all
         lines.append(f"waiting for: {run['waiting_for']}")
     return [line for line in lines if line]

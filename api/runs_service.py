@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import asdict
@@ -12,9 +13,11 @@ from api.schemas import AttemptPublic, RunPublic
 from api.temporal import LiveState, PendingEvaluation
 from marathon.settings import Settings
 from store import repository
+from store.artifacts import get_text
 from store.busy import RunBusy, attempt_fractions, run_fractions
 from store.db import session_scope
 from store.models import Attempt, Run
+from workflows.proposer_health import FAILING_PREFIX
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
 # A run row whose workflow Temporal has never heard of after this long was left by a start that
@@ -77,8 +80,10 @@ def live_candidates(live: LiveState) -> list[dict[str, Any]]:
             continue
         if pending.attempt > 1:
             row["state"] = f"waiting to retry (attempt {pending.attempt})"
+        elif live.evaluation_polled:
+            row["state"] = f"queued ({_duration(pending.waiting_s)})"  # the workers are busy: normal
         else:
-            row["state"] = f"waiting for a GPU worker ({_duration(pending.waiting_s)})"
+            row["state"] = f"waiting for an evaluation worker ({_duration(pending.waiting_s)})"
     return rows
 
 
@@ -89,19 +94,31 @@ def waiting_line(live: LiveState) -> str:
         return ""
     queue = (live.run_status.evaluate_queue if live.run_status else "") or waiting[0].task_queue or "its queue"
     longest = max(e.waiting_s for e in waiting)
-    why = {
-        False: "no evaluation worker polls that queue: start one for this architecture",
-        True: "the workers on that queue are busy",
-        None: "",
-    }[live.evaluation_polled]
-    count = f"{len(waiting)} evaluation{'s' if len(waiting) != 1 else ''}"
-    return f"waiting for a GPU worker: {count} on {queue} not started for {_duration(longest)}" + (
-        f" ({why})" if why else ""
-    )
+    count = f"{len(waiting)} candidate{'s' if len(waiting) != 1 else ''}"
+    if live.evaluation_polled:
+        # Every worker is busy: the candidates wait their turn, as they normally do.
+        workers = live.evaluation_workers
+        return f"queued: {count}, {workers} evaluation worker{'s' if workers != 1 else ''} busy on {queue}"
+    why = " (no evaluation worker polls that queue: start one for this architecture)" \
+        if live.evaluation_polled is False else ""
+    return f"WAITING for an evaluation worker: {count} on {queue} not started for {_duration(longest)}{why}"
+
+
+def proposer_failing(run: Run, live: Optional[LiveState]) -> str:
+    """What a running run says of a failing proposer: the retry Temporal holds now, else the
+    workflow's count of iterations without a candidate (its status message, or the store's note)."""
+    if live is not None and live.proposer_failing:
+        return live.proposer_failing
+    status = live.run_status if live is not None else None
+    for note in (status.message if status else "", run.stop_reason or ""):
+        if note.startswith(FAILING_PREFIX):
+            return note
+    return ""
 
 
 def to_public(
-    run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None
+    run: Run, settings: Settings, temporal_url: str, live: Optional[LiveState] = None, busy: Optional[RunBusy] = None,
+    baseline: str = "",
 ) -> RunPublic:
     """The run as the API shows it; ``busy`` (``load_busy``) adds its GPU figures."""
     goal = Goal(**run.goal)
@@ -128,6 +145,8 @@ def to_public(
         from_run=run.from_run,
         from_kind=run.from_kind,
     )
+    if baseline:
+        fields["baseline"] = baseline
     if busy is not None and busy.attempts:
         fields.update(
             evaluation_gpu_s=round(busy.evaluation_s, 3),
@@ -149,12 +168,17 @@ def to_public(
             live=True,
             candidates=live_candidates(live),
             candidates_iteration=status.candidates_iteration,
+            start_iteration=status.start_iteration,
         )
     if live is not None:
         fields["waiting_for_worker"] = waiting_line(live)
         ended = ended_verdict(run, live)
         if ended is not None:
             fields.update(status=ended[0], stop_reason=ended[1])
+    # A running run's note on its failing proposer is not a reason it stopped: it has its own field.
+    fields["proposer_failing"] = proposer_failing(run, live) if fields["status"] not in FINISHED_RUN_STATUSES else ""
+    if (fields.get("stop_reason") or "").startswith(FAILING_PREFIX):
+        fields["stop_reason"] = ""
     return RunPublic(**fields)
 
 
@@ -174,6 +198,21 @@ def load_run(url: str, run_id: str) -> Run:
         if run is None:
             raise RunNotFound(run_id)
         return run
+
+
+def best_baseline(url: str, attempt_id: Optional[int]) -> str:
+    """The baseline the run's best was timed against (its judge report's ``baseline``); "" if unknown."""
+    if attempt_id is None:
+        return ""
+    with session_scope(url, read_only=True) as session:
+        attempt = repository.get_attempt(session, attempt_id)
+        if attempt is None or not attempt.report_sha:
+            return ""
+        try:
+            report = json.loads(get_text(session, attempt.report_sha))
+        except (KeyError, ValueError):
+            return ""
+    return str(report.get("baseline") or "") if isinstance(report, dict) else ""
 
 
 def load_busy(url: str, run_id: str) -> RunBusy:

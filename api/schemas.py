@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from kernels.registry import builtin_problem_names
+from api.goal_shorthand import TARGET_MAX, goal_schema, refuse_mixed_shorthand
+from api.request_checks import Checked
+from api.text_safety import Public
 from workflows.notebook import HINT_LIMIT
 from workflows.run_spec import AGENT_TOOL_CALLS_MAX
 from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, OptimizeInput, ProposerConfig
@@ -16,39 +18,29 @@ from workflows.types import OBJECTIVES, PROPOSER_KINDS, Budget, Goal, OptimizeIn
 # words); the schema states them too, so clients and fuzzers know them without a round trip.
 OBJECTIVE_SCHEMA = {"enum": list(OBJECTIVES)}
 TARGET_SCHEMA = {"exclusiveMinimum": 0}
+# Numbers the run page draws (TARGET_MAX too), and integers a JavaScript client must read back
+# exactly, have a stated ceiling (pydantic enforces these; the schema shows them).
+GPU_SECONDS_MAX = 1e9
+SAFE_INTEGER_MAX = 2**53 - 1
 TOLERANCE_SCHEMA = {"minimum": 0, "exclusiveMaximum": 1}
 INTENT_SCHEMA = {"maxLength": Goal.INTENT_LIMIT}
 
 
-class Strict(BaseModel):
-    """Unknown fields are an error: a typo in a request must not silently fall back to a default."""
+class Strict(Checked):
+    """Unknown fields are an error: a typo in a request must not silently fall back to a default.
+    ``Checked`` bounds the keys and refuses text that cannot be stored (api/request_checks.py)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-def _goal_shorthand_schema(schema: dict[str, Any]) -> None:
-    """Show the shorthand keys the validator accepts (``{"speedup": 2.0}``) in the OpenAPI schema."""
-    properties = schema.setdefault("properties", {})
-    for name in OBJECTIVES:
-        properties[name] = {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "title": name.capitalize(),
-            "description": f'Shorthand: {{"{name}": x}} means {{"objective": "{name}", "target": x}} '
-            "(not together with objective or target)",
-        }
-    schema["examples"] = [
-        {"speedup": 2.0}, {"objective": "roofline", "target": 0.6, "intent": "beat FLA at long contexts"}
-    ]
+    # strict: a JSON true is not the number 1, nor "2" the number 2 (the schema says number).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class GoalIn(Strict):
     """A goal. ``{"speedup": 2.0}`` is short for ``{"objective": "speedup", "target": 2.0}``."""
 
-    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
+    model_config = ConfigDict(json_schema_extra=goal_schema)
 
     objective: str = Field(Goal.objective, json_schema_extra=OBJECTIVE_SCHEMA)
-    target: float = Field(Goal.target, json_schema_extra=TARGET_SCHEMA)
+    target: float = Field(Goal.target, le=TARGET_MAX, json_schema_extra=TARGET_SCHEMA)
     tolerance: float = Field(Goal.tolerance, json_schema_extra=TOLERANCE_SCHEMA)
     intent: str = Field(Goal.intent, json_schema_extra=INTENT_SCHEMA)
 
@@ -57,7 +49,8 @@ class GoalIn(Strict):
     def expand_shorthand(cls, data: Any) -> Any:
         if isinstance(data, dict):
             shorthand = [name for name in OBJECTIVES if name in data]
-            if len(shorthand) == 1 and "objective" not in data and "target" not in data:
+            if shorthand:
+                refuse_mixed_shorthand(shorthand, data)
                 data = dict(data)
                 name = shorthand[0]
                 data["objective"], data["target"] = name, data.pop(name)
@@ -71,10 +64,10 @@ class GoalUpdate(Strict):
     """A change of goal; fields left out keep their current value. ``{"speedup": 2.5}`` is short
     for ``{"objective": "speedup", "target": 2.5}``."""
 
-    model_config = ConfigDict(json_schema_extra=_goal_shorthand_schema)
+    model_config = ConfigDict(json_schema_extra=goal_schema)
 
     objective: Optional[str] = Field(None, json_schema_extra={"enum": [*OBJECTIVES, None]})
-    target: Optional[float] = Field(None, json_schema_extra=TARGET_SCHEMA)
+    target: Optional[float] = Field(None, le=TARGET_MAX, json_schema_extra=TARGET_SCHEMA)
     tolerance: Optional[float] = Field(None, json_schema_extra=TOLERANCE_SCHEMA)
     intent: Optional[str] = Field(None, json_schema_extra=INTENT_SCHEMA)
 
@@ -87,9 +80,9 @@ class GoalUpdate(Strict):
 class BudgetIn(Strict):
     iterations: int = Field(Budget.iterations, json_schema_extra={"minimum": 1, "maximum": Budget.MAX_ITERATIONS})
     hours: float = Field(Budget.hours, json_schema_extra={"exclusiveMinimum": 0, "maximum": Budget.MAX_HOURS})
-    gpu_seconds: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0})
-    tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
-    plateau_iterations: Optional[int] = Field(None, json_schema_extra={"minimum": 1})
+    gpu_seconds: Optional[float] = Field(None, le=GPU_SECONDS_MAX, json_schema_extra={"exclusiveMinimum": 0})
+    tokens: Optional[int] = Field(None, le=SAFE_INTEGER_MAX, json_schema_extra={"minimum": 1})
+    plateau_iterations: Optional[int] = Field(None, le=Budget.MAX_ITERATIONS, json_schema_extra={"minimum": 1})
     usd: Optional[float] = Field(None, json_schema_extra={"exclusiveMinimum": 0},
                                  description="Money for model tokens, at proposer.usd_per_million_tokens")
 
@@ -102,11 +95,11 @@ class ProposerIn(Strict):
     model: Optional[str] = None
     base_url: Optional[str] = None
     temperature: Optional[float] = Field(None, json_schema_extra={"minimum": 0, "maximum": 2})
-    seed: int = ProposerConfig.seed
+    seed: int = Field(ProposerConfig.seed, ge=-SAFE_INTEGER_MAX, le=SAFE_INTEGER_MAX)
     max_tool_calls: Optional[int] = Field(None, json_schema_extra={"minimum": 0, "maximum": AGENT_TOOL_CALLS_MAX},
                                           description=f"agent: tool calls allowed per candidate (default "
                                           f"{ProposerConfig.max_tool_calls})")
-    max_output_tokens: Optional[int] = Field(None, json_schema_extra={"minimum": 16},
+    max_output_tokens: Optional[int] = Field(None, le=SAFE_INTEGER_MAX, json_schema_extra={"minimum": 16},
                                              description="agent: the cap on one model reply's tokens")
     usd_per_million_tokens: Optional[float] = Field(None, json_schema_extra={"minimum": 0},
                                                     description="agent: the price budget.usd counts tokens at")
@@ -132,14 +125,13 @@ class RunCreate(Strict):
             ]
         }
     )
-    # The enum lists the built-in problems only: a problem from a package of your own is accepted
-    # once a worker has registered it (GET /problems lists those), which a static schema cannot know.
+    # No enum here: problems are registered while the API runs; /openapi.json lists those accepted
+    # when it is read (api/openapi_contract.py).
     problem: str = Field(
         min_length=1,
         max_length=200,
         examples=["kda"],
         description="A problem GET /problems lists: built in, or registered by a worker that has its package",
-        json_schema_extra={"enum": builtin_problem_names()},
     )
     goal: GoalIn = Field(default_factory=GoalIn)
     budget: BudgetIn = Field(default_factory=BudgetIn)
@@ -182,7 +174,7 @@ class RunContinue(Strict):
     )
 
 
-class RunCreated(BaseModel):
+class RunCreated(Public):
     id: str
     status: str
     gpu_arch: str
@@ -190,7 +182,7 @@ class RunCreated(BaseModel):
     temporal_url: str
 
 
-class RunPublic(BaseModel):
+class RunPublic(Public):
     id: str
     problem: str
     status: str
@@ -213,11 +205,19 @@ class RunPublic(BaseModel):
     candidates: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The current (or last) iteration's candidates: index, strategy and state (proposed, "
-        "evaluating, waiting for a GPU worker, confirming, or the judge's status); only while the run is live",
+        "evaluating, queued (every evaluation worker busy), waiting for an evaluation worker (none polls), "
+        "confirming, or the judge's status); only while the run is live",
     )
     candidates_iteration: int = Field(0, description="The iteration those candidates belong to")
+    start_iteration: int = Field(
+        0, description="For a continued run, its parent's iteration count, which it numbers on from (while live)"
+    )
     waiting_for_worker: str = Field(
         "", description="Set when an evaluation is scheduled but no worker has started it: which queue, how long"
+    )
+    proposer_failing: str = Field(
+        "", description="Set while the proposer fails (an LLM endpoint that cannot be reached): 'proposer failing: "
+        "<reason>'; the run ends failed after a few iterations in a row without a candidate"
     )
     from_run: Optional[str] = Field(None, description="The run this one continues or was forked from")
     from_kind: Optional[Literal["continue", "fork"]] = Field(
@@ -234,18 +234,22 @@ class RunPublic(BaseModel):
     timing_fraction: Optional[float] = Field(
         None, description="Fraction of that time the candidates held the GPU exclusively for timing"
     )
+    baseline: str = Field(
+        "", description="What the speedups are measured against (the best's judge report: 'eager', "
+        "'torch.compile', ...); GET /runs/{id} only"
+    )
     created_at: datetime
     updated_at: datetime
     run_page_url: str
     temporal_url: str
 
 
-class RunsPublic(BaseModel):
+class RunsPublic(Public):
     data: list[RunPublic]
     count: int
 
 
-class AttemptPublic(BaseModel):
+class AttemptPublic(Public):
     id: int
     run_id: str
     iteration: int
@@ -276,7 +280,7 @@ class AttemptPublic(BaseModel):
     created_at: datetime
 
 
-class AttemptsPublic(BaseModel):
+class AttemptsPublic(Public):
     data: list[AttemptPublic]
     count: int
 
@@ -285,7 +289,7 @@ class HintCreate(Strict):
     hint: str = Field(min_length=1, max_length=HINT_LIMIT)
 
 
-class ActionAccepted(BaseModel):
+class ActionAccepted(Public):
     id: str
     signal: str
 
@@ -302,19 +306,19 @@ class HintAccepted(ActionAccepted):
     note: str
 
 
-class SteeringPublic(BaseModel):
+class SteeringPublic(Public):
     id: int
     kind: Literal["pause", "resume", "stop", "goal", "hint"]
     detail: dict[str, Any]
     created_at: datetime
 
 
-class SteeringList(BaseModel):
+class SteeringList(Public):
     data: list[SteeringPublic]
     count: int
 
 
-class LLMExchange(BaseModel):
+class LLMExchange(Public):
     """What the LLM was asked and answered for one attempt (secrets redacted, long texts clipped)."""
 
     attempt_id: int
@@ -325,19 +329,19 @@ class LLMExchange(BaseModel):
     transcript: dict[str, Any]
 
 
-class KnobPublic(BaseModel):
+class KnobPublic(Public):
     name: str
     values: list[Any]
     default: Any
     description: str
 
 
-class GoalChanged(BaseModel):
+class GoalChanged(Public):
     id: str
     goal: dict[str, Any]
 
 
-class ProblemPublic(BaseModel):
+class ProblemPublic(Public):
     name: str
     title: str
     inputs: list[str]
@@ -365,12 +369,12 @@ class ProblemPublic(BaseModel):
     registered_at: Optional[datetime] = None
 
 
-class ProblemsPublic(BaseModel):
+class ProblemsPublic(Public):
     data: list[ProblemPublic]
     count: int
 
 
-class Health(BaseModel):
+class Health(Public):
     status: str = Field(description="'ok' while the API serves (this route is liveness: always 200)")
     database: str
     temporal: str
@@ -384,7 +388,7 @@ class Health(BaseModel):
     not_ready: list[str] = Field(default_factory=list, description="What is not ready yet, in words")
 
 
-class Message(BaseModel):
+class Message(Public):
     """The body of every error but validation errors (which list each problem)."""
 
     detail: str

@@ -78,8 +78,22 @@ class LiveState:
     evaluations: list[PendingEvaluation] = field(default_factory=list)
     # Whether a worker polls the queue of an evaluation nobody started; None when none waits.
     evaluation_polled: Optional[bool] = None
+    evaluation_workers: int = 0  # how many poll it, when one waits
     # What a live run waits for that nobody provides (no worker polls its queue), in words; "" if nothing.
     waiting_for: str = ""
+    # The propose step's last failure while Temporal retries it ("" when it is not failing).
+    proposer_failing: str = ""
+
+
+def propose_retrying(description) -> str:
+    """``proposer failing: <last error> (attempt 3, retrying)`` while the run's "propose" activity
+    is being retried after a failure; "" otherwise."""
+    for info in description.raw_description.pending_activities:
+        if info.activity_type.name != "propose" or info.attempt <= 1 or not info.HasField("last_failure"):
+            continue
+        reason = info.last_failure.message or "failed"
+        return f"proposer failing: {reason[:300]} (attempt {info.attempt}, retrying)"
+    return ""
 
 
 def pending_evaluations(description, now: datetime) -> list[PendingEvaluation]:
@@ -150,14 +164,7 @@ class TemporalGateway:
             raise TemporalUnavailable(f"Temporal refused to start the workflow: {error.message}") from error
 
     async def _has_poller(self, client: Client, queue: str, kind: TaskQueueType.ValueType) -> bool:
-        request = DescribeTaskQueueRequest(
-            namespace=self.settings.temporal_namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
-        )
-        try:
-            response = await client.workflow_service.describe_task_queue(request, timeout=QUERY_TIMEOUT)
-        except RPCError:
-            return False
-        return len(response.pollers) > 0
+        return bool(await self._pollers(client, queue, kind))
 
     async def _pollers(self, client: Client, queue: str, kind: TaskQueueType.ValueType) -> list[str]:
         """The identities of the workers polling ``queue`` lately (empty when unknown)."""
@@ -240,9 +247,10 @@ class TemporalGateway:
             evaluations = pending_evaluations(description, datetime.now(timezone.utc))
             unstarted = [e for e in evaluations if not e.started]
             queue = (run_status.evaluate_queue if run_status else "") or (unstarted[0].task_queue if unstarted else "")
-            evaluation_polled = None
+            evaluation_polled, evaluation_workers = None, 0
             if unstarted and queue:
-                evaluation_polled = await self._has_poller(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+                evaluation_workers = len(await self._pollers(client, queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+                evaluation_polled = evaluation_workers > 0
             waiting = [] if polled else [
                 f"no CPU worker polls task queue {description.task_queue}: start one (`marathon up`, or "
                 "`marathon worker cpu`)"
@@ -254,7 +262,9 @@ class TemporalGateway:
                 run_status=run_status,
                 evaluations=evaluations,
                 evaluation_polled=evaluation_polled,
+                evaluation_workers=evaluation_workers,
                 waiting_for="; ".join(waiting),
+                proposer_failing=propose_retrying(description),
             )
         if description.status == WorkflowExecutionStatus.COMPLETED:
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMAND_MODULES = ("up", "run", "client", "judge", "bench", "problem", "worker", "soak")
@@ -92,7 +93,22 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    return int(args.handler(args) or 0)
+    try:
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a pipe's buffered output: the reader may have gone, said here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """The reader of our output closed it (``marathon judge ... | head``): stop quietly, as a
+    command in a pipeline does. Standard output is pointed at /dev/null so the interpreter's
+    final flush does not raise the same error again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE, what a shell reports for a command the pipe closed on
 
 
 if __name__ == "__main__":

@@ -24,8 +24,11 @@ from typing import Callable, Optional, TextIO
 
 import httpx
 
+from marathon.child_logs import ChildTrouble, diagnose, explained_by_crashes
 from marathon.client import TOKEN_FILE_NAME
 from marathon.gpus import evaluation_archs, visible_gpus
+from marathon.settings import get_settings
+from marathon.resumed_runs import resumed_line, runs_in_flight
 from marathon.processes import (
     Child,
     ChildSpec,
@@ -93,6 +96,8 @@ class DevStack:
         self.stopping = threading.Event()
         self.gpus: list[str] = []
         self.not_polling: list[str] = []
+        self.troubles: list[ChildTrouble] = []
+        self.in_flight: list[str] = []
         self._lock_handle: Optional[TextIO] = None
 
     def _handle_signal(self, signum, _frame) -> None:
@@ -172,8 +177,6 @@ class DevStack:
         The API routes a new run to the first evaluation queue that has a worker, so a run
         created before the evaluation worker polls would wait for a GPU that never comes.
         """
-        from marathon.settings import get_settings
-
         settings = get_settings()
         # The CPU worker serves the workflows and the propose/record activities on one queue.
         queues = [(settings.cpu_task_queue, "workflow"), (settings.cpu_task_queue, "activity")]
@@ -210,8 +213,10 @@ class DevStack:
                     response = await client.workflow_service.describe_task_queue(request)
                     if not response.pollers:
                         missing.append(f"{queue} ({kind})")
-                if not missing:
-                    return []
+                if not missing or self._all_explained_by_crashes(missing):
+                    # A worker that exited while starting (no sandbox, a bad setting) will not
+                    # poll before the supervisor restarts it: say why now rather than after the timeout.
+                    return missing
                 await asyncio.sleep(0.5)
             return missing
 
@@ -220,10 +225,26 @@ class DevStack:
             raise StackError("interrupted while waiting for the workers")
         self.not_polling = missing
         if missing:
+            self.troubles = self._worker_troubles()
             log.warning(
-                "no worker polls %s after %.0f s: not ready; runs cannot be served until one does (see %s)",
-                ", ".join(missing), READY_TIMEOUT_S, self.config.log_dir,
+                "no worker polls %s: not ready; runs cannot be served until one does: %s",
+                ", ".join(missing), "; ".join(f"{t.name}: {t.error}" for t in self.troubles) or self.config.log_dir,
             )
+
+    def _workers(self) -> list[Child]:
+        return [child for child in self.children if child.spec.name.startswith("worker")]
+
+    def _crashed_workers(self) -> list[Child]:
+        return [child for child in self._workers() if child.exited() is not None]
+
+    def _all_explained_by_crashes(self, missing: list[str]) -> bool:
+        crashed = {child.spec.name for child in self._crashed_workers()}
+        return explained_by_crashes(missing, crashed, get_settings().cpu_task_queue)
+
+    def _worker_troubles(self) -> list[ChildTrouble]:
+        """Why the workers do not poll: those that exited, else every worker, from their logs."""
+        workers = self._crashed_workers() or self._workers()
+        return [diagnose(child.spec.name, child.log_path, child.exited()) for child in workers]
 
     def start(self) -> Optional[str]:
         """Bring everything up; returns a newly created token (or None if the old one is kept)."""
@@ -239,6 +260,7 @@ class DevStack:
         log.info("running store migrations on %s", _redact(config.database))
         migrate(config)
         token = ensure_token(config)
+        self.in_flight = runs_in_flight(config.database)
         api = self._spawn(api_spec(config), env)
         self._wait_until("the API", self._api_healthy, api)
         self.gpus = visible_gpus(config.gpus)
@@ -280,8 +302,10 @@ class DevStack:
         not_polling = self.not_polling
         if not_polling:
             title = [
-                f"Marathon started but is NOT READY (home {c.home}): no worker polls {', '.join(not_polling)} "
-                f"after {READY_TIMEOUT_S:.0f} s; see {c.log_dir} and {c.api_url}/healthz",
+                f"Marathon started but is NOT READY (home {c.home}): no worker polls {', '.join(not_polling)}; "
+                f"runs cannot start until one does (the supervisor keeps restarting it; {c.log_dir}, "
+                f"{c.api_url}/healthz). Why:",
+                *[line for trouble in self.troubles for line in trouble.lines()],
             ]
         else:
             title = [f"Marathon is up (home {c.home}): every worker polls its task queue"]
@@ -295,6 +319,7 @@ class DevStack:
                 f"  Run page     {c.api_url}/runs/<run id>/page",
                 f"  Store        {_redact(c.database)}",
                 f"  Workers      {workers}   ({mode})",
+                *resumed_line(self.in_flight),
                 f"  Logs         {c.log_dir}/",
                 token_line,
                 "Press Ctrl-C to stop.",

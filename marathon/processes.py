@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
+from marathon.child_logs import diagnose
+
 # The supervisor's logger: what happens to a child is part of `marathon up`'s log.
 log = logging.getLogger("marathon.up")
 
@@ -315,8 +317,10 @@ def tend(children: list[Child], now: float) -> list[Child]:
         code = child.exited()
         if code is not None:
             delay = child.schedule_restart(now)
+            trouble = diagnose(child.spec.name, child.log_path, code)
             log.warning(
-                "%s (pid %d) exited with code %d: restarting in %.0f s (see %s)",
-                child.spec.name, child.pid, code, delay, child.log_path or "its output",
+                "%s (pid %d) exited with code %d: restarting in %.0f s: %s%s",
+                child.spec.name, child.pid, code, delay, trouble.error,
+                f" (fix: {trouble.fix})" if trouble.fix else "",
             )
     return restarted

@@ -27,7 +27,7 @@ from workflows.optimize import OptimizeKernelWorkflow
 GPU_GRACEFUL_SHUTDOWN = timedelta(minutes=20)
 CPU_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # Our workflow-side modules are pure and deterministic: import them once, not per run.
-PASSTHROUGH_MODULES = ("workflows.types", "workflows.notebook", "workflows.search_attributes")
+PASSTHROUGH_MODULES = ("workflows.types", "workflows.notebook", "workflows.search_attributes", "workflows.steps")
 
 
 def cpu_identity(settings: Settings) -> str:

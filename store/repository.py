@@ -297,14 +297,17 @@ def verify_token(session: Session, plaintext: str) -> bool:
     return True
 
 
-def attempt_series(session: Session, run_id: str) -> list[tuple[int, int, str, Optional[float]]]:
-    """Every attempt of a run as (iteration, index, status, speedup), ordered: the run page's plot."""
+def attempt_series(session: Session, run_id: str) -> list[tuple[int, int, str, Optional[float], bool, bool]]:
+    """Every attempt of a run as (iteration, index, status, speedup, is_best, not_confirmed),
+    ordered: the run page's plot. ``is_best``: it became the run's best after its confirmation;
+    ``not_confirmed``: a challenger whose paired re-timing did not hold up (its figure is the first timing)."""
     rows = session.execute(
-        select(Attempt.iteration, Attempt.index, Attempt.status, Attempt.speedup)
+        select(Attempt.iteration, Attempt.index, Attempt.status, Attempt.speedup, Attempt.is_best,
+               Attempt.message.like("not confirmed%"))
         .where(Attempt.run_id == run_id)
         .order_by(Attempt.iteration, Attempt.index)
     ).all()
-    return [tuple(row) for row in rows]
+    return [(*row[:4], bool(row[4]), bool(row[5])) for row in rows]
 
 
 def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[Attempt]:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from workflows import lineage
 from workflows import notebook as nb
-from workflows import rules
+from workflows import proposer_health, rules
 from workflows.types import (
     Candidate,
     CandidateState,
@@ -141,6 +141,9 @@ def status_answer(inp: OptimizeInput, state: RunState, view: LoopView, now: date
     status, phase = view.status, view.phase
     if state.paused and status == "running":
         status, phase = "paused", f"pausing after iteration {state.iteration + 1} ({phase})"
+    elif state.stop_requested and status == "running":
+        phase = f"stopping: asked to stop, ending after the current step ({phase})"
+    start = inp.start_from
     return RunStatus(
         run_id=inp.run_id,
         problem=inp.problem,
@@ -155,9 +158,10 @@ def status_answer(inp: OptimizeInput, state: RunState, view: LoopView, now: date
         budget_used=rules.budget_used(state, rules.hours_since(state.started_at, now)),
         stop_reason=view.stop_reason,
         segment=state.segment,
-        message=state.pause_reason,
+        message=state.pause_reason or proposer_health.failing_note(state),
         hints=len(state.notebook.hints),
         candidates=[dataclasses.replace(c) for c in view.candidates],
         candidates_iteration=view.candidates_iteration,
         evaluate_queue=view.evaluate_queue,
+        start_iteration=start.iteration if start is not None and start.kind == "continue" else 0,
     )

@@ -22,7 +22,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import agent, lineage, messages, rules, steps, ui_text
+    from workflows import agent, lineage, messages, proposer_health, rules, steps, ui_text
     from workflows import notebook as nb
     from workflows import search_attributes as sa
     from workflows.candidates import CandidateBoard
@@ -204,6 +204,9 @@ class OptimizeKernelWorkflow:
         proposal = await self._propose(iteration)
         if proposal is None and self._fatal:
             return  # not counted: the run ends failed
+        if workflow.patched(proposer_health.PATCH):  # too many iterations without a candidate: failed
+            changed, self._fatal = proposer_health.count_iteration(state, proposal, inp.proposer.kind)
+            self._store_dirty = self._store_dirty or changed
         if proposal is None:
             state.iteration = iteration
             return
@@ -251,6 +254,7 @@ class OptimizeKernelWorkflow:
                 self._fatal = f"the {inp.proposer.kind} proposer cannot work (iteration {iteration}): {cause}"
                 return None
             state.last_feedback = [message[:nb.FEEDBACK_LIMIT]]
+            proposer_health.propose_failed(state, getattr(error.cause, "message", "") or steps.failure_message(error))
             return None
         result.candidates = lineage.with_inherited(state, inp.start_from, result.candidates)
         self._board.start(iteration, result.candidates)
@@ -369,7 +373,7 @@ class OptimizeKernelWorkflow:
         state = self._state
         self._store_dirty = False
         status = self._status if stop_reason is not None else ("paused" if state.paused else "running")
-        reason = stop_reason if stop_reason is not None else state.pause_reason
+        reason = stop_reason if stop_reason is not None else state.pause_reason or proposer_health.failing_note(state)
         workflow_id = workflow.info().workflow_id if create else None
         await steps.record_run(
             messages.progress_request(self._input, state, status, reason, workflow.now(), workflow_id)
@@ -379,9 +383,8 @@ class OptimizeKernelWorkflow:
 
     def _details(self, phase: str) -> None:
         state = self._state
-        workflow.set_current_details(
-            ui_text.details_line(state.iteration + 1, self._input.goal, state.best, self._last_statuses, phase)
-        )
+        workflow.set_current_details(ui_text.details_line(state.iteration + 1, self._input.goal, state.best,
+            self._last_statuses, proposer_health.with_note(state, phase)))
 
     def _publish(self) -> None:
         state, inp = self._state, self._input
@@ -392,4 +395,6 @@ class OptimizeKernelWorkflow:
         line = ui_text.details_line(state.iteration, inp.goal, state.best, self._last_statuses)
         if state.paused and state.pause_reason:
             line += f" · paused: {state.pause_reason}"
+        else:
+            line = proposer_health.with_note(state, line)
         workflow.set_current_details(line)

@@ -67,10 +67,11 @@ class Goal:
         return max(0.0, (self.target * (1 - self.tolerance) - value) / self.target)
 
     def format_value(self, value: Optional[float]) -> str:
-        """A score as people read it: ``"1.32x"``, ``"41.0% of roofline"``, ``"-"`` for none."""
+        """A score as people read it, three significant figures however small: ``"1.32x"``,
+        ``"0.00192x"`` (not ``"0.00x"``), ``"41.0% of roofline"``, ``"-"`` for none."""
         if value is None:
             return "-"
-        return f"{value:.1%} of roofline" if self.objective == "roofline" else f"{value:.2f}x"
+        return f"{value:.1%} of roofline" if self.objective == "roofline" else f"{value:.3g}x"
 
     def format_target(self) -> str:
         """The target in a few characters: ``"2x"``, ``"2.5x"``, ``"60% of roofline"``."""

@@ -260,6 +260,10 @@ class RunState:
     usd: float = 0.0
     tool_calls: int = 0
     model_calls: int = 0
+    # Iterations in a row in which the proposer gave no usable candidate, and the last reason
+    # (``workflows/proposer_health.py``): the run says so, and fails once there are too many.
+    proposer_failures: int = 0
+    proposer_failure: str = ""
 
 
 START_KINDS = ("continue", "fork")
@@ -350,3 +354,5 @@ class RunStatus:
     candidates: list[CandidateState] = field(default_factory=list)
     candidates_iteration: int = 0
     evaluate_queue: str = ""
+    # The iteration a continued run started from (its parent's count): its own pace counts from here.
+    start_iteration: int = 0

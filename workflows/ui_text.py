@@ -42,7 +42,7 @@ def attempt_summary(iteration: int, index: int, total: int, result: EvaluateResu
     """The Web UI's line for one recorded attempt: ``iter 17 · candidate 3/4 · 1.32× · ok``."""
     parts = [f"iter {iteration}", f"candidate {index + 1}/{total}"]
     if result.speedup is not None:
-        parts.append(f"{result.speedup:.2f}×")
+        parts.append(f"{result.speedup:.3g}×")
     parts.append(result.status)
     return " · ".join(parts)
 

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, MISSING_TOKEN, page_token_state
+from api.deps import INVALID_TOKEN, MISSING_TOKEN, PAGE_AUTH, page_token_state
 from api.routes.runs import ERRORS, _text_or_none
 from api.schemas import (
     LLMExchange,
@@ -20,11 +20,11 @@ from store.db import session_scope
 
 # The LLM exchange is linked from the run page, which a browser opens with the token cookie
 # rather than a header: this route takes either.
-router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS)
+router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, dependencies=PAGE_AUTH)
 
-# Attempt ids are the store's 64-bit integer keys: a larger number is a bad request (422), not a
-# lookup the database driver cannot even express.
-ATTEMPT_ID_MAX = 2**63 - 1
+# Attempt ids are the store's integer keys; past 2**53 a JavaScript client could not even write
+# one, and no store gets there: a larger number is a bad request (422).
+ATTEMPT_ID_MAX = 2**53 - 1
 
 
 def _llm_exchange(url: str, run_id: str, attempt_id: int) -> LLMExchange:

@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api import runs_service as service
-from api.deps import INVALID_TOKEN, TOKEN_COOKIE, page_token_state, token_is_valid
+from api.deps import INVALID_TOKEN, PAGE_AUTH, TOKEN_COOKIE, page_token_state, token_is_valid
 from api.page import (
     CONTENT_SECURITY_POLICY,
     NotebookView,
@@ -22,8 +22,9 @@ from api.page import (
     render_run_page,
 )
 from api.page_plot import PlotPoint
-from api.page_values import shape_times
+from api.page_values import baseline_name, shape_times
 from api.temporal import TemporalUnavailable
+from api.text_safety import clean_text
 from kernels.registry import get_problem
 from api.progress import gpu_line, percent, progress_details
 from store import repository
@@ -46,8 +47,9 @@ MAX_FORM_BYTES = 8192
 
 
 def html_response(body: str, status_code: int = 200) -> HTMLResponse:
+    """The page as UTF-8 whatever its rows hold (a lone surrogate becomes U+FFFD, api/text_safety.py)."""
     return HTMLResponse(
-        body,
+        clean_text(body),
         status_code=status_code,
         headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff"},
     )
@@ -90,9 +92,14 @@ def _store_view(url: str, run_id: str) -> dict:
         run = repository.get_run(session, run_id)
         if run is None:
             raise service.RunNotFound(run_id)
-        points = [PlotPoint(*row) for row in repository.attempt_series(session, run_id)]
-        rows = []
+        points = [
+            PlotPoint(iteration, index, status, speedup, is_best=is_best, not_confirmed=not_confirmed)
+            for iteration, index, status, speedup, is_best, not_confirmed in repository.attempt_series(session, run_id)
+        ]
+        rows, baseline = [], ""
         for a in repository.recent_attempts(session, run_id, limit=NOTEBOOK_ROWS):
+            report = _report(session, a.report_sha)
+            baseline = baseline or baseline_name(report)
             rows.append(
                 {
                     "iteration": a.iteration,
@@ -101,7 +108,9 @@ def _store_view(url: str, run_id: str) -> dict:
                     "status": a.status,
                     "speedup": a.speedup,
                     "note": a.message,
-                    "times": shape_times(_report(session, a.report_sha)),
+                    "is_best": a.id == run.best_attempt_id,
+                    "not_confirmed": (a.message or "").startswith("not confirmed"),
+                    "times": shape_times(report),
                     "llm_url": service.llm_url(a),
                     "agent_steps": _agent_steps(session, a.llm_sha),
                     "gpu": _gpu_cell(a),
@@ -120,7 +129,9 @@ def _store_view(url: str, run_id: str) -> dict:
                 best_source = None
             speed = "" if best.speedup is None else f", {best.speedup:.3f}x ({best.timing_kind} timing)"
             best_label = f"Iteration {best.iteration}, candidate {best.index}: {best.strategy}{speed}"
-            best_times = shape_times(_report(session, best.report_sha))
+            best_report = _report(session, best.report_sha)
+            best_times = shape_times(best_report)
+            baseline = baseline_name(best_report) or baseline
         events, _ = repository.list_steering(session, run_id, limit=NOTEBOOK_ROWS)
         steering = [(e.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"), _steering_text(e.kind, e.detail or {}))
                     for e in events]
@@ -133,6 +144,8 @@ def _store_view(url: str, run_id: str) -> dict:
             "best_source": best_source,
             "best_label": best_label,
             "best_times": best_times,
+            "baseline": baseline,
+            "timing_kind": best.timing_kind if best is not None else "",
         }
 
 
@@ -161,7 +174,21 @@ async def _workflow_notebook(request: Request, run_id: str) -> Optional[Notebook
         return None
 
 
-@router.get("/runs/{run_id}/page", response_class=HTMLResponse, include_in_schema=True)
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+PAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": _HTML, "description": "The run page"},
+    401: {"content": _HTML, "description": "No token, or one not accepted: a page with the token form"},
+    404: {"content": _HTML, "description": "Unknown run: a page that says so"},
+}
+
+
+@router.get(
+    "/runs/{run_id}/page",
+    response_class=HTMLResponse,
+    include_in_schema=True,
+    dependencies=PAGE_AUTH,
+    responses=PAGE_RESPONSES,
+)
 async def read_run_page(run_id: str, request: Request) -> Response:
     """The run page: summary, speedup curve, steering and notebook, the diff against the seed, the kernel."""
     state = await page_token_state(request)
@@ -213,6 +240,8 @@ async def read_run_page(run_id: str, request: Request) -> Response:
         from_run=public.from_run,
         from_kind=public.from_kind,
         gpu=gpu_line(public.model_dump(mode="json")),
+        baseline=view["baseline"],
+        timing_kind=view["timing_kind"] or "",
     )
     return html_response(render_run_page(data))
 

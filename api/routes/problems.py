@@ -7,6 +7,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.deps import AuthDep, SettingsDep
 from api.problem_catalog import known_problems
+from api.runs_service import aware
 from api.schemas import Message, ProblemPublic, ProblemsPublic
 
 router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
@@ -14,7 +15,11 @@ router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep]
 
 def _all_problems(database_url: str) -> list[ProblemPublic]:
     return [
-        ProblemPublic(**known.description, registered_by=known.worker, registered_at=known.registered_at)
+        ProblemPublic(
+            **known.description,
+            registered_by=known.worker,
+            registered_at=aware(known.registered_at) if known.registered_at else None,
+        )
         for known in known_problems(database_url)
     ]
 

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from api import lineage, problem_catalog
+from api import lineage, llm_probe, problem_catalog
 from api import runs_service as service
 from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep
 from api.errors import invalid
@@ -161,6 +161,16 @@ async def _check_proposer(temporal, settings, proposer) -> None:
     )
 
 
+async def _check_endpoint_reachable(proposer) -> None:
+    """Refuse (422) an LLM run whose endpoint, named in the request, does not answer at all."""
+    if proposer.kind != "llm" or not proposer.base_url:
+        return
+    reason = await llm_probe.unreachable_reason(proposer.base_url)
+    if reason:
+        message = f"run not started: {reason}; start the endpoint or correct proposer.base_url"
+        raise RequestValidationError([invalid(["body", "proposer", "base_url"], message, proposer.base_url)])
+
+
 def _insert_run(url: str, run: OptimizeInput) -> None:
     with session_scope(url) as session:
         repository.create_run(
@@ -199,6 +209,7 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
         raise RequestValidationError(errors)
     await _check_problem_served(temporal, settings, body.problem)
     await _check_proposer(temporal, settings, proposer)
+    await _check_endpoint_reachable(proposer)
     arch, queue = await _evaluation_target(temporal, settings, body.gpu_arch)
     start_from = await lineage.start_from(temporal, url, body.from_run, "fork") if body.from_run else None
     run = OptimizeInput(
@@ -274,7 +285,8 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
     run = await _load(settings, run_id)
     live = await temporal.live_state(run_id) if run.status not in FINISHED_RUN_STATUSES else None
     busy = await run_in_threadpool(service.load_busy, settings.resolved_database_url, run_id)
-    return service.to_public(run, settings, temporal.ui_url(run_id), live, busy)
+    baseline = await run_in_threadpool(service.best_baseline, settings.resolved_database_url, run.best_attempt_id)
+    return service.to_public(run, settings, temporal.ui_url(run_id), live, busy, baseline)
 
 
 def _existing_run(session, run_id: str):

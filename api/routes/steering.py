@@ -19,6 +19,7 @@ from api import problem_catalog
 from api import runs_service as service
 from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep
 from api.errors import invalid
+from api.steering_outcome import ended_meanwhile
 from api.routes.runs import ACTIONS, ERRORS, _existing_run, _load
 from api.schemas import (
     ActionAccepted,
@@ -66,21 +67,26 @@ def _forget_steering(url: str, event_id: int) -> None:
         repository.delete_steering(session, event_id)
 
 
-async def _steer(settings, run_id: str, kind: str, detail: dict, deliver):
-    """Note the request, then ``await deliver()``; the note is removed if delivery fails."""
+async def _steer(settings, temporal, run_id: str, kind: str, detail: dict, deliver):
+    """Note the request, then ``await deliver()``; the note is removed if delivery fails, and a
+    failure because the run ended meanwhile is a 409 (it no longer takes steering), not a 503."""
     url = settings.resolved_database_url
     event_id = await run_in_threadpool(_note_steering, url, run_id, kind, detail)
     try:
         return await deliver()
-    except BaseException:
+    except BaseException as error:
         await run_in_threadpool(_forget_steering, url, event_id)
+        if isinstance(error, Exception) and await ended_meanwhile(temporal, run_id):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT, f"run {run_id} ended while this {kind} request was delivered; nothing changed"
+            ) from None
         raise
 
 
 def _action_route(action: str):
     async def act(run_id: str, settings: SettingsDep, temporal: TemporalDep) -> ActionAccepted:
         await _require_live(run_id, settings, temporal, ACTIONS[action])
-        await _steer(settings, run_id, action, {}, lambda: temporal.signal(run_id, action))
+        await _steer(settings, temporal, run_id, action, {}, lambda: temporal.signal(run_id, action))
         return ActionAccepted(id=run_id, signal=action)
 
     act.__name__ = f"{action}_run"
@@ -109,15 +115,17 @@ async def update_goal(run_id: str, body: GoalUpdate, settings: SettingsDep, temp
     if problems:
         raise RequestValidationError([invalid(["body"], message, merged) for message in problems])
     detail = {"goal": asdict(goal), "previous": run.goal}
+    # The answer is built before the update is sent: once the run has the goal, nothing may fail.
+    changed = GoalChanged(id=run_id, goal=asdict(goal))
     try:
-        await _steer(settings, run_id, "goal", detail, lambda: temporal.update(run_id, "set_goal", goal))
+        await _steer(settings, temporal, run_id, "goal", detail, lambda: temporal.update(run_id, "set_goal", goal))
     except WorkflowUpdateFailedError as error:
         cause = error.cause or error
         reason = getattr(cause, "message", "") or str(cause)
         raise RequestValidationError([invalid(["body"], f"the run refused the goal: {reason}", merged)]) from None
     # The store's goal is the workflow's to write (record_run, at its next step); GET shows the new
     # one at once from the status query.
-    return GoalChanged(id=run_id, goal=asdict(goal))
+    return changed
 
 
 def _space_module(problem_name: str, database_url: str) -> Any:
@@ -173,11 +181,12 @@ async def create_hint(run_id: str, body: HintCreate, settings: SettingsDep, temp
         raise RequestValidationError([invalid(["body", "hint"], message, body.hint) for message in errors])
     kind = "knobs" if knobs else "text"
     detail = {"hint": body.hint, "kind": kind, "knobs": knobs, "read_by": read_by}
-    await _steer(settings, run_id, "hint", detail, lambda: temporal.signal(run_id, "add_hint", body.hint))
-    return HintAccepted(
+    accepted = HintAccepted(
         id=run_id, signal="add_hint", hint=body.hint, kind=kind, knobs=knobs, proposer=proposer, read_by=read_by,
         note=note,
     )
+    await _steer(settings, temporal, run_id, "hint", detail, lambda: temporal.signal(run_id, "add_hint", body.hint))
+    return accepted
 
 
 def steering_public(event: SteeringEvent) -> SteeringPublic:

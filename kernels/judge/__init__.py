@@ -9,8 +9,10 @@ kernels it defines. ``judge`` scans it (``policy.py``), draws a secret plan (``p
 then runs it in a fresh, OS-isolated sandbox process (``isolation.py``: bubblewrap, uid
 65534, no network, an empty environment) under run-time guards (``guards.py``,
 ``sandbox.py``) while a trusted referee process (``referee.py``) holds the references and
-the baseline and judges every output; ``runner.py`` drives both, bounds every reported time
-with its own clock, and turns what they say into a ``JudgeReport``; asked to (``ncu=True``), it
+the baseline and judges every output, timed ones included; ``runner.py`` and ``drive.py``
+drive both, keep the candidate's process tree in a cgroup box (``cgroups.py``: its tasks
+bounded, its CPU time counted by the kernel, frozen while the baseline runs), take the
+times that decide from outside it, and turn what they say into a ``JudgeReport``; asked to (``ncu=True``), it
 profiles an accepted candidate with Nsight Compute within a bounded time (``ncu.py``). ``THREATS.md`` lists every known
 exploit, its defense, its test, and what remains possible.
 """

@@ -50,7 +50,7 @@ class Capture:
 # Referee commands that read what the candidate's process wrote: a referee failing on one of these
 # may have been made to fail by the candidate (a hostile output file), so that is the candidate's
 # verdict. Failing on anything else (references, the baseline) is the judge's own failure.
-CANDIDATE_DATA_OPS = ("compare", "digests")
+CANDIDATE_DATA_OPS = ("compare",)
 
 
 class RefereeFailure(Exception):
@@ -71,14 +71,18 @@ class Stop(Exception):
 class Child:
     """One child process: a command line in on stdin, one framed message out per command."""
 
-    def __init__(self, who: str, argv: list[str], config: dict[str, Any], env: dict[str, str], cwd: str):
+    def __init__(self, who: str, argv: list[str], config: dict[str, Any], env: dict[str, str], cwd: str,
+                 max_payload: int = 0, preexec=None):
         self.who = who
+        # The most bytes one message may carry after it (the largest output the plan asks for):
+        # checked before a byte of it is read.
+        self.max_payload = max_payload
         read_fd, write_fd = os.pipe()
         self.nonce = secrets.token_hex(16)
         self.messages: queue.Queue = queue.Queue()
         self.process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-            pass_fds=(write_fd,), start_new_session=True,
+            pass_fds=(write_fd,), start_new_session=True, preexec_fn=preexec,
         )
         os.close(write_fd)
         self.capture = Capture()
@@ -119,19 +123,48 @@ class Child:
 
     def _read_reports(self, fd: int) -> None:
         buffer = b""
+        owed = 0  # payload bytes still to read for ``pending``
+        pending: dict[str, Any] | None = None
+        payload = bytearray()
         with os.fdopen(fd, "rb", buffering=0) as pipe:
             while True:
                 chunk = pipe.read(1 << 20)
                 if not chunk:
                     break
                 buffer += chunk
-                while b"\n" in buffer:
+                while True:
+                    if pending is not None:
+                        take = buffer[:owed]
+                        payload += take
+                        buffer = buffer[len(take):]
+                        owed -= len(take)
+                        if owed:
+                            break
+                        pending["payload"] = bytes(payload)
+                        self.received += 1
+                        self.messages.put(pending)
+                        pending, payload = None, bytearray()
+                    if b"\n" not in buffer:
+                        break
                     line, buffer = buffer.split(b"\n", 1)
                     message = protocol.parse(line, self.nonce)
-                    if message is not None:
+                    if message is None:
+                        continue
+                    size = message.get("nbytes")
+                    if size is None:
                         self.received += 1
                         self.messages.put(message)
-                if len(buffer) > protocol.MAX_LINE_BYTES:
+                        continue
+                    if not isinstance(size, int) or size < 0 or size > self.max_payload:
+                        # Refused before reading: the process is told nothing and heard no more.
+                        self.received += 1
+                        self.messages.put({"kind": "reject", "status": "crashed",
+                                           "message": f"the {self.who}'s process announced {size!r} bytes of output; "
+                                           f"the plan's largest output is {self.max_payload} bytes: protocol broken"})
+                        self.messages.put(None)
+                        return
+                    pending, owed = message, size
+                if pending is None and len(buffer) > protocol.MAX_LINE_BYTES:
                     buffer = b""
         self.messages.put(None)
 

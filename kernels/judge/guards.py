@@ -266,6 +266,35 @@ def _record_resources(jit_function, kernel) -> None:
         STATE.kernels[name] = {"error": str(error)[:200]}
 
 
+def _thread_starter(original):
+    """``_thread.start_new_thread`` refusing the candidate: Python 3.11 raises no audit event
+    for it and ``threading.active_count`` does not count its threads, so a thread started
+    from a hook or a finalizer (guards off) would otherwise go unseen. Refused whenever any
+    frame of the candidate is on the stack, guards on or off."""
+
+    def start_new_thread(function, args, kwargs=None):
+        if _candidate_on_stack():
+            raise STATE.violate("refused at run time: starting a thread (its work would run outside every call)")
+        return original(function, args) if kwargs is None else original(function, args, kwargs)
+
+    return start_new_thread
+
+
+def _candidate_on_stack() -> bool:
+    if not STATE.candidate_file:
+        return False
+    own_frame_lookup[0] += 1  # our own frame walk raises audit events the hook must ignore
+    try:
+        current = sys._getframe(2)
+        while current is not None:
+            if is_candidate_code(current):
+                return True
+            current = current.f_back
+        return False
+    finally:
+        own_frame_lookup[0] -= 1
+
+
 _installed = False
 
 
@@ -288,6 +317,10 @@ def install(candidate_file: str) -> None:
     import triton.runtime.autotuner as autotuner
 
     autotuner.Autotuner.run = _compiling_wrapper(autotuner.Autotuner.run)
+    import _thread
+
+    _thread.start_new_thread = _thread.start_new = threading._start_new_thread = \
+        _thread_starter(_thread.start_new_thread)
     # The first dispatch mode of a process imports torch._dynamo: do it now, not inside
     # the candidate's first call.
     with _RefuseDispatch():
@@ -350,6 +383,8 @@ def watched_functions() -> dict[str, Any]:
         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
         "triton.JITFunction.run": jit.JITFunction.run,
+        "_thread.start_new_thread": sys.modules["_thread"].start_new_thread,
+        "threading._start_new_thread": threading._start_new_thread,
         "kernels.timing.time_interleaved": timing.time_interleaved,
         "kernels.timing.time_graph_replay": timing.time_graph_replay,
         "kernels.timing.L2Flusher.__call__": timing.L2Flusher.__call__,

@@ -187,12 +187,15 @@ def _hidden_libraries(readable: tuple[str, ...]) -> list[str]:
 
 
 def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None, writable: tuple[str, ...],
-                   readable: tuple[str, ...], env: dict[str, str], gpu: bool) -> list[str]:
+                   readable: tuple[str, ...], env: dict[str, str], gpu: bool,
+                   scratch: dict[str, int] | None = None) -> list[str]:
     """``argv`` wrapped so it runs isolated; with ``Isolation("none")``, ``argv`` unchanged.
 
     ``readable``: directories bound read-only at their own paths; ``writable``: directories
-    bound read-write (the sandbox directory, the private Triton cache); ``env``: the whole
-    environment the process gets; ``gpu``: bind the NVIDIA device nodes.
+    bound read-write; ``scratch``: path -> bytes, a fresh tmpfs of that size mounted at each
+    path (world-writable, private to the sandbox's mount namespace: nothing outside sees it,
+    and filling it fills only it); ``env``: the whole environment the process gets; ``gpu``:
+    bind the NVIDIA device nodes.
     """
     if not isolation.enabled:
         return list(argv)
@@ -207,12 +210,18 @@ def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None
     # (getpwuid), and the host's /etc/passwd is none of the candidate's business.
     passwd, group = _user_files()
     args += ["--ro-bind", passwd, "/etc/passwd", "--ro-bind", group, "/etc/group"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    scratch = dict(scratch or {})
+    tmp_size = scratch.pop("/tmp", None)
+    shm_size = scratch.pop("/dev/shm", None)
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += (["--size", str(tmp_size)] if tmp_size else []) + ["--tmpfs", "/tmp"]
+    if shm_size:
+        args += ["--perms", "01777", "--size", str(shm_size), "--tmpfs", "/dev/shm"]
     if gpu:
         args += _gpu_binds()
     else:
         args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-    mounts = [p for p in (*readable, *writable) if p]
+    mounts = [p for p in (*readable, *writable, *scratch) if p]
     # bwrap creates missing parents of a mount point as 0700, which uid 65534 cannot cross.
     parents = sorted({parent for path in mounts for parent in _parents(path)}, key=len)
     for parent in parents:
@@ -225,6 +234,8 @@ def isolation_argv(isolation: Isolation, argv: list[str], *, workdir: str | None
     args += _hidden_libraries(readable)
     for path in writable:
         args += ["--bind", path, path]
+    for path, size in scratch.items():
+        args += ["--perms", "01777", "--size", str(int(size)), "--tmpfs", path]
     if workdir:
         args += ["--chdir", workdir]
     if isolation.mode == "bwrap+setpriv":

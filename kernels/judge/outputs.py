@@ -1,9 +1,11 @@
 """A call's outputs as the judge handles them: one tensor, or the tuple ``(out, *extras)`` of a
 problem with ``extra_outputs`` (KDA's final state), each checked on its own.
 
-Both children use these: the sandbox to check what the candidate returned (plain tensors of
-the problem's shapes and dtypes, in order), the referee to compare every output with the
-reference's and to report which one failed. Nothing here imports torch at module level.
+The sandbox checks what the candidate returned (plain tensors of the problem's shapes and
+dtypes, in order) and sends their bytes back to back (``raw``); the caller refuses any reply not
+exactly ``sizes`` long in all; the referee reads them back one by one (``read_exact``) and
+compares each with the reference's, naming the one that failed. Nothing here imports torch at
+module level.
 """
 
 from __future__ import annotations
@@ -56,3 +58,64 @@ def names(problem: Any, shape: tuple[int, ...], dtype: str) -> tuple[str, ...]:
 def packed(outputs: tuple[Any, ...]) -> Any:
     """What a call's outputs travel as: the lone tensor, or the tuple."""
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+# Bytes per element of every dtype an output may have (the pipe carries raw bytes).
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+                 "int8": 1, "uint8": 1, "bool": 1}
+
+
+def sizes(problem: Any, shape: tuple[int, ...], dtype: str) -> tuple[int, ...]:
+    """Bytes of each output of one call at ``shape`` in ``dtype``, in ``output_specs`` order."""
+    result = []
+    for name, out_shape, out_dtype in problem.output_specs(tuple(shape), dtype):
+        if out_dtype not in ELEMENT_BYTES:
+            raise ValueError(f"no element size known for output {name!r}'s dtype {out_dtype!r}; add it to "
+                             "outputs.ELEMENT_BYTES")
+        numel = 1
+        for n in out_shape:
+            numel *= int(n)
+        result.append(numel * ELEMENT_BYTES[out_dtype])
+    return tuple(result)
+
+
+def raw(torch: Any, outs: tuple[Any, ...]) -> bytes:
+    """A call's outputs as they cross the pipe: each one's bytes, in order, back to back."""
+    return b"".join(out.contiguous().view(torch.uint8).numpy().tobytes() for out in outs)
+
+
+def read_exact(torch: Any, problem: Any, shape: tuple[int, ...], dtype: str, path: str, key: str,
+               device: str) -> tuple[Any, ...] | str:
+    """The outputs the trusted caller wrote to ``path`` for call ``key``, as tensors on ``device``;
+    or an error message. Opened without following a link and read only if it is a regular file
+    of exactly the size the plan gives all of the call's outputs together."""
+    import os
+    import stat
+
+    specs = problem.output_specs(tuple(shape), dtype)
+    each = sizes(problem, shape, dtype)
+    size = sum(each)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            described = " + ".join(f"{tuple(s)} {d}" for _, s, d in specs)
+            return f"the output for {key} is {info.st_size} bytes, not the {size} of {described}"
+        data = bytearray(size)
+        view, read = memoryview(data), 0
+        while read < size:
+            got = os.readv(fd, [view[read:]])
+            if got <= 0:
+                return f"the output for {key} ended after {read} of {size} bytes"
+            read += got
+    finally:
+        os.close(fd)
+    result, offset = [], 0
+    for (_, out_shape, out_dtype), nbytes in zip(specs, each):
+        kind = getattr(torch, out_dtype)
+        part = memoryview(data)[offset:offset + nbytes]
+        offset += nbytes
+        out = torch.frombuffer(part, dtype=torch.uint8).view(kind).reshape(out_shape) if nbytes else \
+            torch.empty(out_shape, dtype=kind)
+        result.append(out.to(device))
+    return tuple(result)

@@ -16,8 +16,12 @@ Checked calls (``Call``), per verify shape ``j``:
 - ``b{j}/recheck``: bench shape j, called after its timing (state drift).
 
 Timed calls (``Bench``): per bench shape, batches alternate between the candidate and the
-trusted baseline; every output of every timed candidate call is compared through a random
-projection (``digest``) whose seed the candidate's process learns only when its batch starts.
+trusted baseline. Every timed call gets inputs drawn from a seed of its own (the process has
+never seen them and learns them only when its batch starts), its output is poisoned before
+the call, and every output of every timed call is compared by the referee with the reference
+of its own inputs at the problem's tolerance (``b{j}/t{k}/{i}``): a timed call is made exactly
+as a checked one is, so nothing the candidate can observe tells them apart.
+
 The timed shapes are the listed ones nudged by a few tokens per judgement (``BENCH_SPREAD`` of
 each length, through the problem's family), so a kernel special-cased for the listed shapes
 shows; a shape's speed must hold when its layout shifts by a token.
@@ -36,7 +40,6 @@ from typing import Any
 from kernels.problem import Problem
 
 PERTURBATIONS = 2   # causality cuts per verify shape
-DIGESTS = 2         # random projections per timed output
 BATCH_CALLS = 5     # timed calls per batch (per provider)
 BENCH_SPREAD = 0.01  # timed lengths within +-1 % of the listed ones: T = 8192 becomes 8111..8273
 
@@ -60,23 +63,19 @@ class Call:
 
 @dataclass
 class Batch:
-    """``calls`` timed calls on input slot ``slot``, which holds bench seed ``holds`` at the
-    start; before call ``switch_at`` (if any) the slot's buffers are refilled with the other
-    seed's values, so a result cached by address comes back stale. A ``guarded`` batch is one
-    spot check: a single call under every guard (torch compute refused), not a sample."""
+    """Timed calls back to back, each on fresh inputs drawn from its own seed. ``index`` is the
+    batch's number within its bench shape; the outputs are keyed ``b{bench}/t{index}/{call}``."""
 
-    slot: int
-    holds: int
-    calls: int
-    digest_seed: int
+    index: int
+    seeds: list[int]
     candidate_first: bool
-    switch_at: int | None = None
-    guarded: bool = False
 
-    def seed_index(self, call: int) -> int:
-        """Which bench seed the slot holds at call ``call`` of this batch."""
-        switched = self.switch_at is not None and call >= self.switch_at
-        return 1 - self.holds if switched else self.holds
+    @property
+    def calls(self) -> int:
+        return len(self.seeds)
+
+    def keys(self, bench_index: int) -> list[str]:
+        return [f"b{bench_index}/t{self.index}/{i}" for i in range(self.calls)]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,15 +100,24 @@ class Plan:
     checks: list[Call]
     bench: list[Bench]
     warmup: int
-    digests: int = DIGESTS
 
     @property
     def expected_keys(self) -> list[str]:
-        return [c.key for c in self.checks] + [b.recheck.key for b in self.bench]
+        timed = [key for b in self.bench for batch in b.batches for key in batch.keys(b.index)]
+        return [c.key for c in self.checks] + [b.recheck.key for b in self.bench] + timed
+
+    def timed_calls(self) -> dict[str, "Call"]:
+        """Every timed call as a ``Call`` (its key, shape, seed, regime): what the referee checks."""
+        calls = {}
+        for b in self.bench:
+            for batch in b.batches:
+                for key, seed in zip(batch.keys(b.index), batch.seeds):
+                    calls[key] = Call(key, list(b.shape), seed, b.regime, when=f"in a timed call ({key})")
+        return calls
 
     def to_dict(self) -> dict[str, Any]:
         return {"checks": [c.to_dict() for c in self.checks], "bench": [b.to_dict() for b in self.bench],
-                "warmup": self.warmup, "digests": self.digests}
+                "warmup": self.warmup}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
@@ -119,8 +127,7 @@ class Plan:
             item["batches"] = [Batch(**b) for b in item["batches"]]
             item["recheck"] = Call(**item["recheck"])
             bench.append(Bench(**item))
-        return cls(checks=[Call(**c) for c in data["checks"]], bench=bench, warmup=data["warmup"],
-                   digests=data.get("digests", DIGESTS))
+        return cls(checks=[Call(**c) for c in data["checks"]], bench=bench, warmup=data["warmup"])
 
 
 def regimes_of(problem: Problem) -> tuple[str, ...]:
@@ -154,8 +161,8 @@ def _seed(rng: random.Random) -> int:
 
 def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
           graph_shapes: tuple[tuple[int, ...], ...] = (), held_out: bool = False) -> Plan:
-    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and digest seeds; with
-    ``held_out``, the checked calls' regimes include the problem's held-out family."""
+    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call;
+    with ``held_out``, the checked calls' regimes include the problem's held-out family."""
     regimes = regimes_of(problem) + (held_out_of(problem) if held_out else ())
     offset = rng.randrange(len(regimes))
     verify = draw_shapes(problem, "cpu" if cpu else "verify", rng)
@@ -190,24 +197,10 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
         seeds_j = [_seed(rng), _seed(rng)]
         batches = []
         left = reps
-        held = [0, 1]  # what each slot holds as batches go by
         for b in range(batch_count):
             calls = min(BATCH_CALLS, left)
             left -= calls
-            slot = b % 2
-            # The slot's buffers change contents at a random call of every batch of two or more,
-            # unknown in advance: a result cached by address (or by anything but the values)
-            # comes back stale.
-            switch_at = rng.randrange(1, calls) if calls >= 2 else None
-            batch = Batch(slot, held[slot], calls, _seed(rng), candidate_first=bool(b % 2), switch_at=switch_at)
-            held[slot] = batch.seed_index(calls - 1)
-            batches.append(batch)
-        # Spot checks: single calls under every guard, at random places among the batches.
-        for _ in range(min(2, reps // 3)):
-            at = rng.randrange(len(batches) + 1)
-            slot = rng.randrange(2)
-            holds = next((b.seed_index(b.calls - 1) for b in reversed(batches[:at]) if b.slot == slot), slot)
-            batches.insert(at, Batch(slot, holds, 1, _seed(rng), candidate_first=True, guarded=True))
+            batches.append(Batch(b, [_seed(rng) for _ in range(calls)], candidate_first=bool(b % 2)))
         label = problem.describe_shape(shape)
         recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
                        when=f"at {label}, called again after timing: correct before, wrong after?")
@@ -238,26 +231,3 @@ def perturb_after(problem: Problem, inputs: dict[str, Any], other: dict[str, Any
         tensor = inputs[name]
         length = tensor.shape[axis] - cut
         tensor.narrow(axis, cut, length).copy_(other[name].narrow(axis, cut, length))
-
-
-def projection(shape, digest_seed: int, k: int, device: str):
-    """The k-th random projection of a digest: standard normal, float64, drawn on ``device``."""
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed((int(digest_seed) + 7919 * k) % (2**63))
-    return torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32).double()
-
-
-def digest(out, digest_seed: int, count: int) -> list[float]:
-    """``count`` random projections of ``out`` (float64 sums): a cheap fingerprint of the whole
-    output that cannot be produced without the output itself. For several outputs (a tuple),
-    ``count`` projections of each in turn, each output with its own projections."""
-    if isinstance(out, (tuple, list)):
-        return [value for i, part in enumerate(out) for value in digest(part, part_seed(digest_seed, i), count)]
-    flat = out.detach().double()
-    return [float((flat * projection(out.shape, digest_seed, k, str(out.device))).sum()) for k in range(count)]
-
-
-def part_seed(digest_seed: int, index: int) -> int:
-    """The digest seed of output ``index`` of a call (the first keeps the batch's own)."""
-    return (int(digest_seed) + 104_729 * int(index)) % (2**63)

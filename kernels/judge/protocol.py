@@ -4,6 +4,10 @@ The parent gives each child a pipe and a random nonce. Only lines that start wit
 count; the candidate's stdout and stderr are captured separately, size-capped, and never
 parsed, so printing a fake report does nothing. A child that exits without its final line
 (``exit(0)`` included) has produced no verdict.
+
+Outputs cross on the same pipe: a message with ``"nbytes": n`` is followed by exactly ``n``
+raw bytes. The reader refuses a size above the bound its owner set before reading any of
+them, so the trusted side never opens a path, a descriptor or an object the candidate names.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ from typing import Any
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
-def send(fd: int, nonce: str, message: dict[str, Any]) -> None:
+def send(fd: int, nonce: str, message: dict[str, Any], payload: bytes | memoryview | None = None) -> None:
+    """One framed message, and ``payload``'s raw bytes after it (announced as ``nbytes``)."""
+    if payload is not None:
+        message = dict(message, nbytes=len(payload))
     data = (nonce + " " + json.dumps(message) + "\n").encode()
+    if payload is not None:
+        data += bytes(payload)
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

@@ -1,103 +1,32 @@
 """The referee's process: trusted code only, the only place references and the baseline live.
 
 It holds the judgement's whole plan (``plan.py``), builds every call's inputs from their
-seeds, computes the references, and judges each output the candidate's process saved: shape,
+seeds, computes the references, and judges each output the candidate's process made: shape,
 NaN/Inf, relative RMS in fp32 against the problem's tolerance, outputs that ignore their
 inputs, caching by address, causality (the perturbed call against the reference of its own
 inputs, and its outputs before the cut against the candidate's unperturbed call), every
-timed output through its random-projection digests, drift after timing. It also times the
-baseline, in batches the caller interleaves with the candidate's, and takes the device
-fingerprint. It refuses a final verdict while any output of the plan is missing.
+output of every timed call against the reference of its own fresh inputs at the same
+tolerance, drift after timing. It reads an output only from a file the trusted caller wrote
+(never a path the candidate's process named), opened without following links, refused unless
+it is a regular file of exactly the plan's size. It also times the baseline on the same
+fresh inputs, in batches the caller interleaves with the candidate's (its own CPU time and
+wall clock: this process is trusted), and takes the device fingerprint. It refuses a final
+verdict while any output of the plan is missing.
 Commands arrive as JSON lines on stdin; answers go out on the nonce-framed pipe.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
-import platform
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from kernels.judge import gpu_lease, outputs, plan as planning, protocol
 from kernels.judge.gpu_lease import GpuLease
-from kernels.judge.report import JUDGE_VERSION
-
-DIGEST_SIGMAS = 6.0  # an honest output's digest moves by at most this many error norms
-# The baseline each (problem, device) is timed against, loaded once per process: (label, callable,
-# note). A referee that serves several judgements keeps its compiled, autotuned baselines here.
-BASELINES: dict[tuple[str, str], tuple[str, Any, str]] = {}
-
-
-def baseline_for(problem, name: str, device: str) -> tuple[str, Any, str]:
-    """The (label, callable, note) of ``problem``'s first baseline on ``device``, loaded once.
-    On the CPU a baseline that cannot load (FLA needs a GPU) falls back to the reference, said
-    in the note; on a GPU that raises (a silent fallback once timed a float64 loop)."""
-    key = (name, device)
-    if key not in BASELINES:
-        note = ""
-        try:
-            baselines = problem.load_baselines(device)
-        except Exception as error:
-            if device != "cpu":
-                raise
-            baselines = {"reference": problem.load_reference()}
-            note = f"baseline unavailable on cpu ({error}); timed the reference"
-        label, baseline = next(iter(baselines.items()))
-        BASELINES[key] = (label, baseline, note)
-    return BASELINES[key]
-
-
-def release_memory() -> bool:
-    """Free what the last judgement left (its inputs, references, outputs): True when a GPU
-    cache was emptied."""
-    import gc
-
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-        return True
-    return False
-
-
-def prime(problems: list[str], device: str, lease_path: str | None = None) -> list[dict[str, Any]]:
-    """Load and warm each problem's timed baseline at its bench shapes in this process, before
-    any judgement (a GPU worker primes the referees it keeps). One record per (problem, shape)
-    with the seconds of its first two calls, or the error that stopped that problem."""
-    import torch
-
-    from kernels.registry import get_problem
-
-    records: list[dict[str, Any]] = []
-    lease = GpuLease(lease_path) if lease_path and device == "cuda" else None
-    for name in problems:
-        try:
-            problem = get_problem(name)
-            dtype = problem.cpu_dtype if device == "cpu" else problem.gpu_dtype
-            label, baseline, _ = baseline_for(problem, name, device)
-            for shape in problem.shape_set("bench"):
-                with gpu_lease.maybe(lease, exclusive=False):
-                    inputs = planning.make_inputs(problem, shape, 1, "default", device, dtype)
-                    started = time.perf_counter()
-                    with torch.no_grad():
-                        baseline(**inputs)
-                        baseline(**inputs)
-                    if device == "cuda":
-                        torch.cuda.synchronize()
-                    del inputs
-                records.append({"problem": name, "baseline": label, "shape": list(shape),
-                                "seconds": round(time.perf_counter() - started, 3)})
-        except Exception as error:  # one problem's baseline must not stop the others' warm-up
-            records.append({"problem": name, "error": f"{type(error).__name__}: {str(error)[:300]}"})
-    release_memory()
-    return records
-
+from kernels.judge.referee_baselines import baseline_for, fingerprint, prime, release_memory
 
 class Referee:
     def __init__(self, config: dict[str, Any]):
@@ -115,6 +44,7 @@ class Referee:
         self.plan = planning.Plan.from_dict(config["plan"])
         self.calls = {c.key: c for c in self.plan.checks}
         self.calls.update({b.recheck.key: b.recheck for b in self.plan.bench})
+        self.calls.update(self.plan.timed_calls())
         self.refs: dict[tuple, Any] = {}
         self.outputs: dict[str, Any] = {}   # candidate outputs other checks refer to
         self.judged: dict[str, bool] = {}
@@ -122,13 +52,15 @@ class Referee:
         self.baseline = None
         self.baseline_label = ""
         self.baseline_note = ""
-        self.bench_sets: dict[int, list[dict[str, Any]]] = {}
         self.flusher = None
-        self.device_refs: dict[tuple[int, int], tuple[tuple[Any, float], ...]] = {}
 
     # references ------------------------------------------------------------------
+    @staticmethod
+    def ref_key(call: planning.Call) -> tuple:
+        return (tuple(call.shape), call.seed, call.regime, json.dumps(call.perturb, sort_keys=True))
+
     def ref_of(self, call: planning.Call):
-        key = (tuple(call.shape), call.seed, call.regime, json.dumps(call.perturb, sort_keys=True))
+        key = self.ref_key(call)
         if key not in self.refs:
             inputs = planning.inputs_of(self.problem, call, self.device, self.dtype)
             with self.torch.no_grad():
@@ -164,25 +96,31 @@ class Referee:
         return {"kind": "ready", "fingerprint": fingerprint(self.torch, self.device), "reference_s": seconds}
 
     # comparing -------------------------------------------------------------------
-    def compare(self, key: str, path: str, sha256: str) -> dict[str, Any]:
+    def read_output(self, call: planning.Call, path: str):
+        """Every output the caller wrote to ``path`` for ``call``, as tensors; or an error message
+        (``outputs.read_exact``: a regular file of exactly the size of all of them, no link)."""
+        return outputs.read_exact(self.torch, self.problem, tuple(call.shape), self.dtype, path, call.key,
+                                  self.device)
+
+    def compare(self, key: str, path: str) -> dict[str, Any]:
         call = self.calls.get(key)
         if call is None:
             return self.fail(key, "crashed",
-                             f"the candidate's process saved an output for {key!r}, which was not asked for")
-        data = Path(path).read_bytes()
-        if hashlib.sha256(data).hexdigest() != sha256:
-            return self.fail(key, "crashed", "candidate outputs changed on disk after they were reported")
-        loaded = self.torch.load(path, weights_only=True, map_location=self.device)
-        names = outputs.names(self.problem, tuple(call.shape), self.dtype)
+                             f"the candidate's process sent an output for {key!r}, which was not asked for")
+        out = self.read_output(call, path)
+        if isinstance(out, str):
+            return self.fail(key, "incorrect", out)
         try:
-            outs = outputs.parts(loaded.get(key) if isinstance(loaded, dict) else None, len(names))
-        except outputs.OutputError as error:
-            return self.fail(key, "incorrect", f"{error} for {key} in what the candidate's process saved")
-        if not all(isinstance(out, self.torch.Tensor) for out in outs):
-            return self.fail(key, "incorrect", f"no output for {key} in what the candidate's process saved")
+            return self.judge_output(key, call, out)
+        finally:
+            if "/t" in key:  # a timed call's reference serves once: drop it
+                self.refs.pop(self.ref_key(call), None)
+
+    def judge_output(self, key: str, call: planning.Call, outs: tuple) -> dict[str, Any]:
         label = self.problem.describe_shape(tuple(call.shape))
         what = call.when or key
         refs = self.ref_of(call)
+        names = outputs.names(self.problem, tuple(call.shape), self.dtype)
         checked = []
         for name, out, ref in zip(names, outs, refs):
             which = "" if len(names) == 1 else f"{name}: "
@@ -206,8 +144,7 @@ class Referee:
         errors = [self.relative_error(out, ref) for out, ref in zip(outs, refs)]
         error = max(errors)
         if error > self.tolerance:
-            worst = names[errors.index(error)]
-            which = "" if len(names) == 1 else f" of output {worst!r}"
+            which = "" if len(names) == 1 else f" of output {names[errors.index(error)]!r}"
             return self.fail(key, "incorrect",
                              f"relative RMS error{which} {error:.3e} > tolerance {self.tolerance:.1e} {what}",
                              error=error)
@@ -215,7 +152,8 @@ class Referee:
             failure = self.causal(call, outs[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure, error=error)
-        self.outputs[key] = outs
+        if "/t" not in key:  # timed outputs are not referred to again
+            self.outputs[key] = outs
         self.judged[key] = True
         return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
@@ -259,53 +197,6 @@ class Referee:
         return (f"causality violated at {label}: changing inputs at {self.problem.causal.dim} >= {cut} moved outputs "
                 f"before it by relative RMS {moved:.2e} (rounding allowed up to {self.tolerance / 10:.1e})")
 
-    def check_digests(self, bench_index: int, batch: dict[str, Any], digests: list[list[float]]) -> dict[str, Any]:
-        """Every timed output, through its projections, against the reference's projections."""
-        bench = self.plan.bench[bench_index]
-        batch = planning.Batch(**batch)
-        label = self.problem.describe_shape(tuple(bench.shape))
-        if len(digests) != batch.calls:
-            return {"kind": "digests", "ok": False, "status": "incorrect",
-                    "message": f"a timed batch at {label} reported {len(digests)} outputs for {batch.calls} calls"}
-        # Per seed: each digest value's target and the norm of the output it projects (every
-        # output of a call has its own projections, measured against its own norm).
-        expected: dict[int, list[tuple[float, float]]] = {}
-        worst = 0.0
-        for index, values in enumerate(digests):
-            seed_index = batch.seed_index(index)
-            if seed_index not in expected:
-                expected[seed_index] = []
-                for part, (ref, norm) in enumerate(self.device_ref(bench, seed_index)):
-                    seed = planning.part_seed(batch.digest_seed, part)
-                    expected[seed_index] += [
-                        (float((ref * planning.projection(ref.shape, seed, k, str(ref.device))).sum()), norm)
-                        for k in range(self.plan.digests)]
-            want = expected[seed_index]
-            if not isinstance(values, list) or len(values) != len(want) or \
-                    not all(isinstance(v, (int, float)) for v in values):
-                return {"kind": "digests", "ok": False, "status": "incorrect",
-                        "message": f"a timed call at {label} reported a malformed digest"}
-            for got, (target, norm) in zip(values, want):
-                moved = abs(got - target) / max(norm, 1e-30) if math.isfinite(got) else float("inf")
-                worst = max(worst, moved)
-        bound = DIGEST_SIGMAS * self.tolerance
-        if worst > bound:
-            return {"kind": "digests", "ok": False, "status": "incorrect",
-                    "message": f"outputs of timed calls at {label} are wrong: their random projections moved by "
-                    f"{worst:.2e} of the reference's norm (an output within tolerance {self.tolerance:.1e} moves "
-                    f"less than {bound:.1e}); a result cached during timing, or work skipped when timed?"}
-        return {"kind": "digests", "ok": True, "worst": worst}
-
-    def device_ref(self, bench: planning.Bench, holds: int):
-        """A bench reference's outputs as float64 on the device, each with its norm: made once
-        per shape and seed, not once per timed batch (the previous shape's are dropped)."""
-        key = (bench.index, holds)
-        if key not in self.device_refs:
-            self.device_refs = {k: v for k, v in self.device_refs.items() if k[0] == bench.index}
-            refs = tuple(part.to(self.device).double() for part in self.bench_ref(bench, holds))
-            self.device_refs[key] = tuple((ref, float(ref.pow(2).sum().sqrt())) for ref in refs)
-        return self.device_refs[key]
-
     def bench_ref(self, bench: planning.Bench, holds: int):
         call = planning.Call(f"b{bench.index}/seed{holds}", bench.shape, bench.seeds[holds], bench.regime)
         return self.ref_of(call)
@@ -328,14 +219,8 @@ class Referee:
             self.baseline_label, self.baseline, self.baseline_note = baseline_for(
                 self.problem, self.config["problem"], self.device)
 
-    def sets_for(self, bench_index: int) -> list[dict[str, Any]]:
-        if bench_index not in self.bench_sets:
-            self.bench_sets.clear()
-            bench = self.plan.bench[bench_index]
-            self.bench_sets[bench_index] = [
-                planning.make_inputs(self.problem, bench.shape, seed, bench.regime, self.device, self.dtype)
-                for seed in bench.seeds]
-        return self.bench_sets[bench_index]
+    def inputs(self, bench: planning.Bench, seed: int) -> dict[str, Any]:
+        return planning.make_inputs(self.problem, bench.shape, seed, bench.regime, self.device, self.dtype)
 
     def warm(self, bench_index: int, calls: int) -> dict[str, Any]:
         self.load_baseline()
@@ -343,7 +228,8 @@ class Referee:
         for holds in (0, 1):
             self.bench_ref(bench, holds)
         with self.torch.no_grad():
-            for inputs in self.sets_for(bench_index):
+            for seed in bench.seeds:
+                inputs = self.inputs(bench, seed)
                 for _ in range(calls):
                     self.baseline(**inputs)
         if self.device == "cuda":
@@ -351,28 +237,33 @@ class Referee:
         return {"kind": "warmed", "baseline": self.baseline_label, "baseline_note": self.baseline_note}
 
     def time_batch(self, bench_index: int, batch: dict[str, Any]) -> dict[str, Any]:
+        """The baseline on the candidate batch's own fresh inputs, with the same harness work per
+        call (inputs built, output copied out as bytes). This process is trusted: its CPU time
+        (``time.process_time``, every thread) and its wall clock are the baseline's times."""
         from kernels import timing
 
         if self.device == "cuda" and self.flusher is None:
             self.flusher = timing.L2Flusher()
-        inputs = self.sets_for(bench_index)[batch["holds"]]
-        event_ms, wall_ms = [], []
+        bench = self.plan.bench[bench_index]
+        count = len(outputs.names(self.problem, tuple(bench.shape), self.dtype))
+        call_ms = []
+        cpu_started, started = time.process_time(), time.perf_counter()
         with self.torch.no_grad():
-            for _ in range(batch["calls"]):
-                out, event, wall = timing.timed_call(lambda: self.baseline(**inputs), self.device, self.flusher)
-                event_ms.append(event)
-                wall_ms.append(wall)
-                # The same per-call digest work as the candidate's batch, so the two batches'
-                # outside-clock overheads compare like with like.
-                planning.digest(out, batch["digest_seed"], self.plan.digests)
+            for seed in batch["seeds"]:
+                inputs = self.inputs(bench, seed)
+                out, event, _ = timing.timed_call(lambda: self.baseline(**inputs), self.device, self.flusher)
+                call_ms.append(event)
+                outputs.raw(self.torch, tuple(part.detach().to("cpu", copy=True) for part in outputs.parts(out, count)))
                 del out
-        return {"kind": "timed", "event_ms": event_ms, "wall_ms": wall_ms}
+        return {"kind": "timed", "call_ms": call_ms, "batch_ms": (time.perf_counter() - started) * 1e3,
+                "cpu_ms": (time.process_time() - cpu_started) * 1e3}
 
     def graph(self, bench_index: int) -> dict[str, Any]:
         from kernels import timing
 
+        bench = self.plan.bench[bench_index]
         try:
-            replay = timing.time_graph_replay(self.baseline, self.sets_for(bench_index)[0])
+            replay = timing.time_graph_replay(self.baseline, self.inputs(bench, bench.seeds[0]))
             return {"kind": "graph", "graph": replay.summary()}
         except Exception as error:
             return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}
@@ -380,48 +271,16 @@ class Referee:
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
         op = command["op"]
         if op == "compare":
-            return self.compare(command["key"], command["path"], command["sha256"])
+            return self.compare(command["key"], command["path"])
         if op == "warm":
             return self.warm(command["bench"], command["calls"])
         if op == "time":
             return self.time_batch(command["bench"], command["batch"])
-        if op == "digests":
-            return self.check_digests(command["bench"], command["batch"], command["digests"])
         if op == "graph":
             return self.graph(command["bench"])
         if op == "close":
             return self.close()
         raise ValueError(f"unknown referee command {op!r}")
-
-
-def fingerprint(torch, device: str) -> dict[str, Any]:
-    import triton
-
-    info: dict[str, Any] = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "judge": JUDGE_VERSION,
-        "cpu": platform.processor() or platform.machine(),
-        "device": device,
-    }
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    if device == "cuda":
-        info["gpu"] = torch.cuda.get_device_name()
-        info["cuda"] = torch.version.cuda
-        props = torch.cuda.get_device_properties(0)
-        info["sms"] = props.multi_processor_count
-        try:
-            info["driver"] = Path("/proc/driver/nvidia/version").read_text().splitlines()[0].strip()
-        except OSError:
-            info["driver"] = None
-    return info
 
 
 def main() -> None:

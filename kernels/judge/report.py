@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-JUDGE_VERSION = "2.0"
+JUDGE_VERSION = "3.0"
 STATUSES = ("ok", "compile_error", "runtime_error", "incorrect", "forbidden", "timeout", "crashed", "suspicious")
 
 
@@ -80,9 +80,13 @@ class JudgeReport:
         if self.isolation.startswith("none"):
             lines.append(f"WARNING: isolation {self.isolation}")
         if self.speedup is not None:
-            label = "GPU" if self.timing_kind == "gpu" else "interpreter (CPU, not GPU performance)"
-            lines.append(f"speedup vs {self.baseline}: {self.speedup:.3f}x geomean over {len(self.shapes)} shapes, "
-                         f"{label}")
+            label = "GPU" if self.timing_kind == "gpu" else (
+                "interpreter (CPU, not GPU performance; CPU interpreter timings are noisy and vary between runs)")
+            timed = [shape for shape in self.shapes if shape.get("speedup") is not None]
+            untimed = len(self.shapes) - len(timed)
+            checked = f" ({untimed} more checked, not timed)" if untimed else ""
+            lines.append(f"speedup vs {self.baseline}: {self.speedup:.3g}x geomean over {len(timed)} timed "
+                         f"shape{'s' if len(timed) != 1 else ''}{checked}, {label}")
         if self.roofline is not None:
             lines.append(f"roofline fraction: {self.roofline:.3f} (geomean)")
         for shape in self.shapes:
@@ -93,7 +97,7 @@ class JudgeReport:
             if timing.get("candidate"):
                 parts.append(f"{timing['candidate']['median_ms']:.4f} ms vs {timing['baseline']['median_ms']:.4f} ms")
             if shape.get("speedup") is not None:
-                parts.append(f"{shape['speedup']:.3f}x")
+                parts.append(f"{shape['speedup']:.3g}x vs {self.baseline}")
             graph = shape.get("graph") or {}
             if graph.get("speedup") is not None:
                 parts.append(f"graph {graph['speedup']:.3f}x")

@@ -3,13 +3,15 @@
 The caller never imports torch here. It scans the source, draws the judgement's plan from a
 secret RNG (``plan.py``), then starts two fresh processes in their own process groups:
 
-- the sandbox (``sandbox.py``), OS-isolated (``isolation.py``), loads the candidate and answers
-  one command at a time: make this checked call, warm up, time this batch;
+- the sandbox (``sandbox.py``), OS-isolated (``isolation.py``) on a private tmpfs of a fixed
+  size, inside a cgroup box of its own (``cgroups.py``: tasks bounded, CPU time counted by the
+  kernel, frozen while the baseline is timed), loads the candidate and answers one command at
+  a time: make this checked call, warm up, time this batch, each output sent back on its pipe;
 - the referee (``referee.py``), trusted, holds the plan, the references and the baseline; it
   judges every output and times the baseline in batches interleaved with the candidate's.
 
-The caller drives both, so the candidate's process never learns a call before it is asked
-to make it and cannot speak for the referee. Every command to the sandbox has a deadline
+The caller drives both (``drive.py``), so the candidate's process never learns a call before
+it is asked to make it and cannot speak for the referee. Every command to the sandbox has a deadline
 (a hang is a ``timeout`` within ``FIRST_CALL_S``/``MIN_CALL_S``..``MAX_CALL_S`` seconds, not at
 the end of the judgement); every timed batch is bounded by the caller's own clock. Both
 process groups are always killed before ``judge`` returns.
@@ -17,7 +19,6 @@ process groups are always killed before ``judge`` returns.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -30,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.judge import gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy, scoring
+from kernels.judge import cgroups, gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy
+from kernels.judge import scoring
 from kernels.judge.children import Child, Session, Stop
+from kernels.judge.drive import FIRST_CALL_S, MAX_CALL_S, MIN_CALL_S, Relay, drive, largest_message
 from kernels.judge.environment import child_env, default_lease_path, has_gpu, judge_device, libcuda_dir, sandbox_env
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.ncu import NCU_TIMEOUT_S
@@ -47,14 +50,13 @@ BOOT = "import sys; sys.path.insert(0, {root!r}); from {module} import main; mai
 SANDBOX_MODULE = "kernels.judge.sandbox"
 GPU_REPS, GPU_CONFIRM_REPS, GPU_WARMUP = 30, 100, 3
 CPU_REPS, CPU_CONFIRM_REPS, CPU_WARMUP = 3, 7, 1
-# Deadlines of one command to the candidate's process, in seconds. A first call may compile
-# (and autotune, on a GPU); later calls get CALL_FACTOR times the float64 reference's time at
-# that shape, within [MIN_CALL_S, MAX_CALL_S].
-STARTUP_S = 180.0
-FIRST_CALL_S = {"cpu": 30.0, "cuda": 90.0}
-MIN_CALL_S = {"cpu": 20.0, "cuda": 10.0}
-MAX_CALL_S = 90.0
-CALL_FACTOR = 20.0
+# The candidate's private filesystem (its directory, /tmp and /dev/shm: tmpfs of a fixed size,
+# private to its mount namespace): a candidate filling it fills only its own.
+BOX_BYTES = {"cpu": 512 << 20, "cuda": 2 << 30}
+SCRATCH_BYTES = 64 << 20
+# cgroup controllers a judgement does without (tests of the weaker layers put names here).
+CGROUP_DISABLE: tuple[str, ...] = ()
+__all__ += ["FIRST_CALL_S", "MIN_CALL_S", "MAX_CALL_S", "BOX_BYTES"]
 
 
 def _problem_source(problem: str):
@@ -169,26 +171,29 @@ def judge(
                               rng=secrets.SystemRandom(), graph_shapes=graph_shapes, held_out=confirm)
     workdir = tempfile.mkdtemp(prefix="marathon-judge-")
     os.chmod(workdir, 0o755)
-    box = os.path.join(workdir, "box")  # the candidate's only writable place (its HOME, TMPDIR, Triton cache)
+    # The candidate's only writable place (its HOME, TMPDIR, Triton cache): under isolation a
+    # tmpfs of BOX_BYTES mounted there inside its own mount namespace, which this process
+    # never reads. Outputs come back on the pipe; the referee reads them from ``outputs``.
+    box = os.path.join(workdir, "box")
     os.makedirs(os.path.join(box, "triton-cache"))
-    source_path = Path(box) / "source.py.txt"
-    source_path.write_text(source)
     isolating.prepare_writable(isolation, box)
     dtype = spec.cpu_dtype if cpu else spec.gpu_dtype
     # The children run `python -I`: an entry point's problem reaches them as its object path,
     # with the folder its package is imported from.
     where = _problem_source(problem)
     common = {"problem": where.path, "import_roots": list(where.import_roots), "device": device, "dtype": dtype}
-    sandbox_config = dict(common, workdir=box, source_path=str(source_path), isolated=isolation.enabled,
-                          max_cpu_seconds=int(timeout_s) + 60)
+    cgroup_box = cgroups.open_box(disable=CGROUP_DISABLE)
+    sandbox_config = dict(common, workdir=box, source=source, isolated=isolation.enabled,
+                          max_cpu_seconds=int(timeout_s) + 60, pids_cgroup="pids" in cgroup_box.groups)
     if cpu:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         sandbox_config["max_memory_bytes"] = int(min(16 << 30, 0.6 * total))
     python = [sys.executable, "-I", "-c"]
     env = sandbox_env(box, device)
     sandbox_argv = isolating.isolation_argv(
-        isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(box,),
-        readable=sandbox_readable(problem), env=env, gpu=device == "cuda")
+        isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(),
+        readable=sandbox_readable(problem), env=env, gpu=device == "cuda",
+        scratch={box: BOX_BYTES[device], "/tmp": SCRATCH_BYTES, "/dev/shm": SCRATCH_BYTES})
     children: dict[str, Child] = {}
     data: dict[str, Any] = {"timings": []}
     referee_dir = workdir
@@ -199,13 +204,16 @@ def judge(
             children["referee"] = start_referee(workdir, device)
         children["referee"].send(dict(common, op="begin", plan=the_plan.to_dict(), lease_path=lease_path))
         children["sandbox"] = Child("sandbox", sandbox_argv, sandbox_config,
-                                     env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box)
+                                     env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box,
+                                     max_payload=largest_message(spec, the_plan, dtype), preexec=cgroup_box.enter)
+        cgroup_box.pgid = children["sandbox"].process.pid
         session = Session(children["sandbox"], children["referee"], started + timeout_s, timeout_s, cancel, heartbeat)
+        relay = Relay(session, spec, dtype, os.path.join(workdir, "outputs"), data.setdefault("errors", {}))
         lease = None
         if lease_path:
             lease = GpuLease(lease_path, on_wait=session.beat, should_stop=cancel.is_set if cancel else None)
         try:
-            _drive(session, the_plan, spec, device, data, lease)
+            drive(session, the_plan, spec, device, data, relay, cgroup_box, lease)
             status, message = "ok", ""
         except Stop as stop:
             status, message = stop.status, stop.message
@@ -227,10 +235,12 @@ def judge(
                 referees.give_back(child, referee_dir)  # kept if it ends cleanly, else killed
             else:
                 child.kill()
+        cgroup_box.close()
         tail = children["sandbox"].capture.text() if "sandbox" in children else ""
         shutil.rmtree(workdir, ignore_errors=True)
     fields: dict[str, Any] = {"seeds": [c.seed % (2**31) for c in the_plan.checks if c.key.endswith("/seed0")],
-                              "output_tail": tail, "fingerprint": data.get("fingerprint", {}),
+                              "output_tail": tail,
+                              "fingerprint": {**data.get("fingerprint", {}), "box": cgroup_box.layers},
                               "phases": data.get("phases", {}),
                               "referee_reused": bool(data.get("referee_reused", False))}
     if not ncu:
@@ -249,145 +259,6 @@ def judge(
     return scoring.scored(spec, the_plan, data, device, finish, fields)
 
 
-def _drive(session: Session, the_plan: planning.Plan, spec, device: str, data: dict[str, Any],
-           lease: GpuLease | None = None) -> None:
-    """The judgement, command by command. Raises ``Stop`` with the first failure.
-
-    With a ``lease`` (GPU judgements), every command that runs on the GPU holds it: shared for
-    checks and warm-ups, exclusive for each shape's timed batches, so several judgements can
-    share a GPU and only timing has it alone. Time spent waiting for the lease is reported as
-    the phase "lease_wait" and does not count against the judgement's deadline."""
-    sandbox, referee = session.sandbox, session.referee
-
-    @contextlib.contextmanager
-    def holding(exclusive: bool):
-        waited_before = lease.waited_s if lease is not None else 0.0
-        try:
-            with gpu_lease.maybe(lease, exclusive):
-                waited = (lease.waited_s - waited_before) if lease is not None else 0.0
-                session.deadline += waited
-                session.add_phase("lease_wait", waited)
-                yield
-        except gpu_lease.LeaseCancelled as error:
-            raise Stop("timeout", f"cancelled by the caller while waiting for the GPU ({session.phase})") from error
-
-    session.enter("startup", "starting the candidate's process")
-    if session.wait(sandbox, STARTUP_S, "starting").get("kind") != "started":
-        raise Stop("crashed", "the candidate's process spoke before it started: protocol broken")
-    session.enter("load", "loading the candidate")
-    session.ask(sandbox, {"op": "load"}, FIRST_CALL_S[device], "loading (importing) the candidate", "loaded")
-    session.enter("references", "computing references")
-    ready = session.wait(referee, None, "")
-    if ready.get("kind") != "ready":
-        raise Stop("crashed", f"the referee said {ready.get('kind')!r} before it was ready")
-    data["fingerprint"] = ready.get("fingerprint", {})
-    reference_s = ready.get("reference_s", {})
-    errors = data.setdefault("errors", {})
-
-    def check(call: planning.Call, limit_s: float) -> None:
-        with holding(exclusive=False):
-            reply = session.ask(sandbox, {"op": "check", "call": call.to_dict()}, limit_s, f"the call {call.when}",
-                                "output")
-        if reply.get("key") != call.key:
-            raise Stop("crashed",
-                       f"the candidate's process answered for {reply.get('key')!r} when asked for {call.key!r}")
-        verdict = session.ask(referee, {"op": "compare", "key": call.key, "path": reply.get("path", ""),
-                                        "sha256": reply.get("sha256", "")}, None, "", "verdict")
-        errors[call.key] = verdict.get("error")
-        if not verdict.get("ok"):
-            raise Stop(str(verdict.get("status", "incorrect")), str(verdict.get("message", "")))
-
-    seen_shapes: set[tuple[int, ...]] = set()
-
-    def call_limit(shape, group: str) -> float:
-        if tuple(shape) not in seen_shapes:
-            seen_shapes.add(tuple(shape))
-            return FIRST_CALL_S[device]  # a new shape may compile
-        derived = CALL_FACTOR * float(reference_s.get(group, 0.0))
-        return min(MAX_CALL_S, max(MIN_CALL_S[device], derived))
-
-    checks = the_plan.checks
-    for number, call in enumerate(checks, 1):
-        session.enter("verify", f"checking correctness, call {number}/{len(checks)} "
-                      f"({spec.describe_shape(tuple(call.shape))})")
-        check(call, call_limit(call.shape, call.key.partition("/")[0]))
-
-    shapes = len(the_plan.bench)
-    for bench in the_plan.bench:
-        label = spec.describe_shape(tuple(bench.shape))
-        where = f"shape {bench.index + 1}/{shapes} ({label})"
-        session.enter("warm", f"warming up, {where}")
-        bench_ref = {"index": bench.index, "shape": bench.shape, "seeds": bench.seeds, "regime": bench.regime}
-        with holding(exclusive=False):
-            # The baseline warms up (compiles, autotunes) in the referee while the candidate warms
-            # up in its process: neither is timed, so they may overlap.
-            referee.send({"op": "warm", "bench": bench.index, "calls": the_plan.warmup})
-            warm_started = time.monotonic()
-            session.ask(sandbox, {"op": "warm", "bench": bench_ref, "calls": the_plan.warmup},
-                        FIRST_CALL_S[device] + MAX_CALL_S, f"warming up at {label}", "warmed")
-            per_call_s = (time.monotonic() - warm_started) / max(1, 2 * the_plan.warmup)
-            seen_shapes.add(tuple(bench.shape))
-            session.enter("baseline_warm", f"warming up the baseline, {where}")
-            warmed = session.wait(referee, None, "")
-            if warmed.get("kind") != "warmed":
-                raise Stop("crashed", f"the referee answered {warmed.get('kind')!r} to 'warm': protocol broken")
-        data["baseline"], data["baseline_note"] = warmed.get("baseline", ""), warmed.get("baseline_note", "")
-        if lease is not None:
-            session.enter("lease_wait", f"waiting for the GPU to time {where}")
-        with holding(exclusive=True):
-            session.enter("timing", f"timing against the baseline, {where}")
-            data["timings"].append(_time_shape(session, the_plan, bench, bench_ref, label, device, per_call_s))
-        session.enter("recheck", f"re-checking after timing, {where}")
-        check(bench.recheck, min(MAX_CALL_S, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s)))
-    session.enter("closing", "closing")
-    finished = session.ask(sandbox, {"op": "finish"}, MIN_CALL_S[device], "finishing", "finished")
-    data["resources"] = finished.get("resources", {}) if isinstance(finished.get("resources"), dict) else {}
-    closed = session.ask(referee, {"op": "close"}, None, "", "closed")
-    session.close_phase()
-    if not closed.get("ok"):
-        raise Stop(str(closed.get("status", "incorrect")), str(closed.get("message", "")))
-
-
-def _time_shape(session: Session, the_plan: planning.Plan, bench, bench_ref: dict[str, Any], label: str,
-                device: str, per_call_s: float) -> dict[str, Any]:
-    """One bench shape's timed batches, candidate and baseline interleaved, and its graph replay."""
-    sandbox, referee = session.sandbox, session.referee
-    entry: dict[str, Any] = {"shape": bench.shape, "candidate": [], "baseline": [], "outside": []}
-    for batch in bench.batches:
-        batch_dict = batch.to_dict()
-        limit = min(MAX_CALL_S * batch.calls, max(MIN_CALL_S[device], CALL_FACTOR * per_call_s) * batch.calls)
-        if batch.guarded:
-            order: tuple[str, ...] = ("candidate",)
-        else:
-            order = ("candidate", "baseline") if batch.candidate_first else ("baseline", "candidate")
-        for who in order:
-            clock = time.monotonic()
-            if who == "candidate":
-                command = {"op": "time", "bench": bench_ref, "batch": batch_dict, "digests": the_plan.digests}
-                reply = session.ask(sandbox, command, limit, f"a timed batch at {label}", "timed")
-                outside_ms = (time.monotonic() - clock) * 1e3
-                scoring.check_batch(reply, batch, outside_ms, label)
-                verdict = session.ask(referee, {"op": "digests", "bench": bench.index, "batch": batch_dict,
-                                                "digests": reply["digests"]}, None, "", "digests")
-                if not verdict.get("ok"):
-                    raise Stop(str(verdict.get("status", "incorrect")), str(verdict.get("message", "")))
-                if batch.guarded:
-                    continue
-            else:
-                reply = session.ask(referee, {"op": "time", "bench": bench.index, "batch": batch_dict}, None, "",
-                                    "timed")
-                outside_ms = (time.monotonic() - clock) * 1e3
-            entry[who].append({"event_ms": reply["event_ms"], "wall_ms": reply["wall_ms"],
-                               "outside_ms": outside_ms, "calls": batch.calls})
-    if bench.graph and device == "cuda":
-        entry["graph"] = {
-            "candidate": session.ask(sandbox, {"op": "graph", "bench": bench_ref}, MAX_CALL_S, "graph replay",
-                                     "graph")["graph"],
-            "baseline": session.ask(referee, {"op": "graph", "bench": bench.index}, None, "", "graph")["graph"],
-        }
-    return entry
-
-
 def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> tuple[dict[str, Any] | None, str]:
     """Nsight Compute metrics of the candidate's kernels for one call at the first bench shape
     (``ncu.py``: which metrics, the bounds on its time, the parsing). Returns (metrics per kernel
@@ -398,7 +269,7 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
         return None, "ncu not found on PATH"
     read_fd, write_fd = os.pipe()
     bench = the_plan.bench[0]
-    profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16))
+    profile = dict(config, report_fd=write_fd, nonce=secrets.token_hex(16), pids_cgroup=False)  # not in the box
     commands = [profile, {"op": "load"}, {"op": "check", "call": bench.recheck.to_dict()}, {"op": "exit"}]
     sandbox = [sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
     readable = sandbox_readable(problem) + profiling.install_dirs(ncu_path)
@@ -407,12 +278,20 @@ def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> t
         return isolating.isolation_argv(isolation, profiling.argv(ncu_path, sandbox, metrics), workdir=box,
                                         writable=(box,), readable=readable, env=sandbox_env(box, "cuda"), gpu=True)
 
+    def discard() -> None:  # the profiled call sends its output on the pipe: read it, or it blocks
+        while os.read(read_fd, 1 << 20):
+            pass
+
+    drain = threading.Thread(target=discard, daemon=True)
+    drain.start()
     try:
         stdin = "".join(json.dumps(c) + "\n" for c in commands).encode()
         return profiling.run(argv, stdin, box, timeout_s, (write_fd,))
     finally:
         os.close(write_fd)
-        os.close(read_fd)
+        drain.join(timeout=5)
+        if not drain.is_alive():
+            os.close(read_fd)
 
 
 def _caller_fingerprint(device: str) -> dict[str, Any]:

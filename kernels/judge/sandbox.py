@@ -4,9 +4,15 @@ Started by ``runner.py`` inside the OS sandbox (``isolation.py``): its own names
 65534, an empty environment, only its sandbox directory writable. Nothing here is trusted:
 this process holds no reference output, no baseline, no seed of a call it has not been asked
 to make, and it decides nothing. It answers one command at a time on a pipe — load the
-candidate, make one checked call and save its output, warm up, time a batch (digesting every
-output), replay a graph — and the caller checks what it says: the referee compares every
-output of the plan, the caller's clock bounds every reported time.
+candidate, make one checked call, warm up, time a batch, replay a graph — and sends every
+output it made back on that pipe (raw bytes, sized by the plan). The caller checks what it
+says: the referee compares every output of every call, checked or timed, and the times that
+decide come from the caller's side (``cgroups.py``: the kernel's count of this box's CPU time,
+the caller's clock); what this process reports about its own times is only compared with them.
+
+Every call, checked, warm-up or timed, goes through the same ``invoke``: inputs built from a
+seed the caller sends, output memory poisoned, every guard on, the same stack, the same copy
+out. A candidate cannot tell a timed call from a checked one.
 
 The Python guards (``guards.py``) are the first layer: they give an honest mistake a precise
 message (torch compute, a forbidden import, a thread). They are not the security boundary.
@@ -14,7 +20,6 @@ message (torch compute, a forbidden import, a thread). They are not the security
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
@@ -24,8 +29,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernels.judge import outputs, protocol, rejections
+from kernels.judge import protocol, rejections
 from kernels.judge.rejections import Reject
+from kernels.judge.sandbox_calls import Calls
 
 
 def _limit_resources(config: dict[str, Any]) -> None:
@@ -36,16 +42,18 @@ def _limit_resources(config: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
     cpu_seconds = int(config.get("max_cpu_seconds", 3600))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-    if config.get("isolated"):
-        # Counted per uid: under isolation that uid belongs to judge sandboxes only. Triton's
-        # compiler starts ptxas; CUDA and torch start a few threads (threads count here too).
+    if config.get("isolated") and not config.get("pids_cgroup"):
+        # Counted per uid: under isolation that uid belongs to judge sandboxes only, and every
+        # sandbox shares it (the weaker layer, used only without a pids cgroup; with one, the
+        # box's pids.max bounds this judgement alone). Triton's compiler starts ptxas; CUDA and
+        # torch start a few threads (threads count here too).
         resource.setrlimit(resource.RLIMIT_NPROC, (4096, 4096))
     memory_cap = config.get("max_memory_bytes")
     if memory_cap:  # CPU mode only: address-space limits break CUDA's reservations
         resource.setrlimit(resource.RLIMIT_AS, (int(memory_cap), int(memory_cap)))
 
 
-class Sandbox:
+class Sandbox(Calls):
     def __init__(self, config: dict[str, Any]):
         import torch
 
@@ -65,12 +73,7 @@ class Sandbox:
         self.snapshot: dict[str, int] = {}
         self.group = ""
         self.kept: dict[str, dict[str, Any]] = {}
-        self.bench_index: int | None = None
-        self.sets: list[dict[str, Any]] = []
-        self.pristine: list[dict[str, Any]] = []
-        self.holds = [0, 1]
         self.flusher = None
-        self.saved = 0
 
     # loading -------------------------------------------------------------------
     def load_candidate(self, source: str) -> None:
@@ -148,196 +151,10 @@ class Sandbox:
             return Reject("forbidden", f"{state.violations[0]} ({when})")
         return rejections.classify(error, when, self.candidate_file)
 
-    def poison(self, shape: tuple[int, ...], dtype_name: str) -> None:
-        """Fill freshly freed memory of the output's size with NaN so an unwritten output shows."""
-        torch = self.torch
-        dtype = getattr(torch, dtype_name)
-        numel = 1
-        for n in shape:
-            numel *= n
-        value = float("nan") if dtype.is_floating_point else -1
-        blocks = [torch.empty(size, dtype=dtype, device=self.device) for size in (1 << 20, numel * 2, numel, numel)]
-        for block in blocks:
-            block.fill_(value)
-        del block, blocks  # freed last-in first-out: the output-sized blocks come back first
-
-    def call_checked(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
-        """Call the candidate under every guard; return a CPU copy of its output."""
-        torch = self.torch
-        clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        for _, out_shape, out_dtype in self.problem.output_specs(shape, self.dtype):
-            self.poison(out_shape, out_dtype)
-        launches = self.guards.STATE.own_launches
-        threads = threading.active_count()
-        try:
-            with self.guards.guarded():
-                out = self.kernel(**inputs)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-        except BaseException as error:
-            raise self.classify(error, when) from None
-        self.check_policy(when)
-        if threading.active_count() != threads:
-            raise Reject("forbidden", f"the candidate started threads ({when})")
-        if self.guards.STATE.own_launches == launches:
-            raise Reject("forbidden",
-                         f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
-        try:
-            got = outputs.check(self.problem, shape, self.dtype, out, self.device)
-        except outputs.OutputError as error:
-            raise Reject("incorrect", f"{error} ({when})") from None
-        for name, clone in clones.items():
-            if not torch.equal(inputs[name], clone):
-                raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
-        return outputs.packed(tuple(part.detach().to("cpu", copy=True) for part in got))
-
-    # commands ------------------------------------------------------------------
-    # The caller streams the plan one call at a time; this process never holds the rest of it.
-    def check(self, command: dict[str, Any]) -> dict[str, Any]:
-        """One checked call: build its inputs, call under every guard, save the output."""
-        from kernels.judge import plan
-
-        call = plan.Call(**command["call"])
-        group = call.key.partition("/")[0]
-        if group != self.group:  # inputs are kept only while their shape is being checked
-            self.group, self.kept = group, {}
-        inputs = plan.inputs_of(self.problem, call, self.device, self.dtype)
-        if call.reuse:
-            # Same buffers, new contents: a result cached by address shows here.
-            target = self.kept[call.reuse]
-            for name, value in inputs.items():
-                if isinstance(value, self.torch.Tensor):
-                    target[name].copy_(value)
-                else:
-                    target[name] = value
-            inputs = target
-        out = self.call_checked(inputs, tuple(call.shape), call.when or call.key)
-        if not call.key.startswith("b"):
-            self.kept[call.key] = inputs
-        return {"kind": "output", "key": call.key, **self.save({call.key: out}, f"out-{self.saved}.pt")}
-
-    def bench_inputs(self, bench: dict[str, Any]) -> list[dict[str, Any]]:
-        """The two input slots of a bench shape (and pristine copies of both seeds' inputs)."""
-        from kernels.judge import plan
-
-        if self.bench_index != bench["index"]:
-            self.bench_index = bench["index"]
-            self.pristine = [
-                plan.make_inputs(self.problem, bench["shape"], seed, bench["regime"], self.device, self.dtype)
-                for seed in bench["seeds"]
-            ]
-            self.sets = [{k: v.clone() if isinstance(v, self.torch.Tensor) else v for k, v in inputs.items()}
-                         for inputs in self.pristine]
-            self.holds = [0, 1]
-        return self.sets
-
-    def warm(self, command: dict[str, Any]) -> dict[str, Any]:
-        """Untimed calls on both input slots (compilation, autotuning) under every guard."""
-        bench = command["bench"]
-        shape = tuple(bench["shape"])
-        for inputs in self.bench_inputs(bench):
-            for _ in range(command["calls"]):
-                self.call_checked(inputs, shape, f"warming up at {self.problem.describe_shape(shape)}")
-        return {"kind": "warmed"}
-
-    def refill(self, slot: int, holds: int) -> None:
-        """Make input slot ``slot`` hold bench seed ``holds``, in its own buffers."""
-        if self.holds[slot] == holds:
-            return
-        target = self.sets[slot]
-        for name, value in self.pristine[holds].items():
-            if isinstance(value, self.torch.Tensor):
-                target[name].copy_(value)
-            else:  # scalars travel by value
-                target[name] = value
-        self.holds[slot] = holds
-
-    def time_batch(self, command: dict[str, Any]) -> dict[str, Any]:
-        """``calls`` timed calls on one input slot; every output is digested after its call.
-
-        The digest seed arrives with the command, so an output can be fingerprinted only once
-        it exists; the caller's own clock around this command bounds the times reported here.
-        A ``guarded`` batch is a spot check: one call under every guard, digested, not timed.
-        """
-        from kernels.judge import plan
-
-        bench, batch = command["bench"], command["batch"]
-        shape = tuple(bench["shape"])
-        label = self.problem.describe_shape(shape)
-        self.bench_inputs(bench)
-        slot = batch["slot"]
-        self.refill(slot, batch["holds"])
-        inputs = self.sets[slot]
-        state = self.guards.STATE
-        event_ms, wall_ms, digests = [], [], []
-        timer = self.timer()
-        for index in range(batch["calls"]):
-            if batch.get("switch_at") is not None and index == batch["switch_at"]:
-                self.refill(slot, 1 - self.holds[slot])
-            launches, threads = state.own_launches, threading.active_count()
-            if batch.get("guarded"):
-                when = f"in a spot-checked timed call at {label}"
-                try:
-                    with self.guards.guarded():
-                        out = self.kernel(**inputs)
-                    if self.device == "cuda":
-                        self.torch.cuda.synchronize()
-                except BaseException as error:
-                    self.check_policy(when)
-                    raise self.classify(error, when) from None
-                self.check_policy(when)
-            else:
-                try:
-                    out, event, wall = timer(lambda: self.guards.call_watched(self.kernel, inputs))
-                except Reject:
-                    raise
-                except BaseException as error:
-                    raise self.classify(error, f"while timing {label}") from None
-                event_ms.append(event)
-                wall_ms.append(wall)
-            if threading.active_count() != threads:
-                raise Reject("forbidden", f"a timed call started threads at {label}")
-            if state.own_launches == launches:
-                raise Reject("forbidden", f"a timed call launched no Triton kernel of the candidate at {label}")
-            try:
-                out = outputs.packed(outputs.check(self.problem, shape, self.dtype, out, self.device))
-            except outputs.OutputError as error:
-                raise Reject("incorrect", f"a timed call at {label}: {error}") from None
-            digests.append(plan.digest(out, batch["digest_seed"], command["digests"]))
-            del out
-        self.check_policy(f"while timing {label}")
-        return {"kind": "timed", "event_ms": event_ms, "wall_ms": wall_ms, "digests": digests}
-
-    def timer(self):
-        """Times one call: (output, event ms, synchronized wall ms); L2 flushed first on a GPU."""
-        from kernels import timing
-
-        if self.device == "cuda" and self.flusher is None:
-            self.flusher = timing.L2Flusher()
-        return lambda fn: timing.timed_call(fn, self.device, self.flusher)
-
-    def graph(self, command: dict[str, Any]) -> dict[str, Any]:
-        from kernels import timing
-
-        inputs = self.bench_inputs(command["bench"])[0]
-        try:
-            return {"kind": "graph", "graph": timing.time_graph_replay(self.kernel, inputs).summary()}
-        except Reject:
-            raise
-        except Exception as error:
-            return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}
-
-    def save(self, outputs: dict[str, Any], name: str) -> dict[str, str]:
-        path = self.workdir / name
-        self.torch.save(outputs, path)
-        self.saved += 1
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        return {"path": str(path), "sha256": digest}
-
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
         op = command.get("op")
         if op == "load":
-            self.load_candidate(Path(self.config["source_path"]).read_text())
+            self.load_candidate(str(self.config["source"]))
             return {"kind": "loaded"}
         if op == "check":
             return self.check(command)
@@ -365,7 +182,9 @@ def main() -> None:
             command = json.loads(line)
             if command.get("op") == "exit":
                 break
-            protocol.send(fd, nonce, box.handle(command))
+            reply = box.handle(command)
+            payload = reply.pop("payload", None)
+            protocol.send(fd, nonce, reply, payload)
     except Reject as reject:
         protocol.send(fd, nonce, {"kind": "reject", "status": reject.status, "message": reject.message})
     except BaseException as error:  # the harness itself failed; say so rather than pass

@@ -11,40 +11,61 @@ from kernels.judge import physics, plan as planning
 from kernels.judge.children import Stop
 from kernels.judge.report import JudgeReport
 
-# Outside-clock checks on timed batches: a batch's reported times may exceed the caller's
-# clock by at most CLOCK_SLACK_MS; hidden per-call time above HIDDEN_FLOOR_MS and HIDDEN_RATIO
-# times the baseline's, with events under half the outside time per call, is suspicious.
+# How far this process's account of a timed batch may stray from the caller's clock around it.
+# ``batch_ms`` (the sandbox's own clock from reading the command to writing its reply) may not
+# exceed the caller's clock by more than CLOCK_SLACK_MS, and may not fall below it divided by
+# AGREEMENT minus AGREEMENT_MS. Why these: both clocks bracket the same interval but for the
+# pipe (the command in, the reply and its outputs out) and the scheduler's wake-ups, which on a
+# loaded two-core box cost a few ms, never a third of a batch of interpreted calls (each tens of
+# ms). On a GPU the reply also carries the outputs of a bench shape through the pipe (hundreds
+# of MB at kda's), so the bound there is looser. A process whose timer runs at 1/8 (a patched
+# ``perf_counter``) or that answers with made-up times falls outside it and is ``suspicious``.
+# The times that decide a speedup never come from this account (``decide`` below).
 CLOCK_SLACK_MS = 2.0
-HIDDEN_FLOOR_MS = 0.05
-HIDDEN_RATIO = 3.0
-# How small a share of the caller's per-call time the reported time may be. On the CPU, interpreter
-# timings on a shared machine are noisy (an honest candidate was seen at 0.49 with three judgements
-# on two cores): there only a tenfold gap counts.
-EVENT_FRACTION = {"cuda": 0.5, "cpu": 0.1}
-# An accepted candidate whose worst error is above this share of the tolerance is flagged in its
-# report: faithful kernels sit far below the gate (ours at about 1/500 of it on the CPU, FLA's
-# at 4/5 on bf16 KDA only because that bar is FLA's own), and a kernel tuned to pass just
-# under it (lower precision, skipped work, fitted constants) sits here.
+AGREEMENT = {"cpu": 1.5, "cuda": 2.5}
+AGREEMENT_MS = 5.0
+# An accepted candidate whose worst error (over every checked and every timed call) is above this
+# share of the tolerance is flagged in its report: faithful kernels sit far below the gate (ours
+# at about 1/500 of it on the CPU, FLA's at 4/5 on bf16 KDA only because that bar is FLA's own),
+# and a kernel tuned to pass just under it (lower precision, skipped work, fitted constants) sits here.
 NEAR_GATE = 0.5
 
 
-def check_batch(reply: dict[str, Any], batch: planning.Batch, outside_ms: float, label: str) -> None:
-    """What a timed batch reports must fit the caller's clock and the batch's shape."""
-    events, walls, digests = reply.get("event_ms"), reply.get("wall_ms"), reply.get("digests")
-    if not (isinstance(events, list) and isinstance(walls, list) and isinstance(digests, list)):
-        raise Stop("crashed", f"a timed batch at {label} answered without times or digests: protocol broken")
-    expected = 0 if batch.guarded else batch.calls  # a spot check is not a sample
-    if len(events) != expected or len(walls) != expected or len(digests) != batch.calls:
-        raise Stop("suspicious", f"a timed batch at {label} reported {len(events)} times and {len(digests)} outputs "
-                    f"for {batch.calls} calls")
-    values = [*events, *walls]
-    if not all(isinstance(v, (int, float)) and v >= 0 and v == v for v in values):
+def check_batch(reply: dict[str, Any], batch: planning.Batch, outside_ms: float, label: str,
+                device: str = "cpu") -> None:
+    """What a timed batch reports of its own time must agree with the caller's clock."""
+    calls, batch_ms = reply.get("call_ms"), reply.get("batch_ms")
+    if not isinstance(calls, list) or not isinstance(batch_ms, (int, float)):
+        raise Stop("crashed", f"a timed batch at {label} answered without its times: protocol broken")
+    if len(calls) != batch.calls:
+        raise Stop("suspicious", f"a timed batch at {label} reported {len(calls)} times for {batch.calls} calls")
+    values = [*calls, batch_ms]
+    if not all(isinstance(v, (int, float)) and v >= 0 and v == v and v != float("inf") for v in values):
         raise Stop("suspicious", f"a timed batch at {label} reported negative or non-numeric times")
-    if any(e > w + 1e-3 for e, w in zip(events, walls)):
-        raise Stop("suspicious", f"a timed batch at {label} reported event times longer than its own wall clock")
-    if sum(walls) > outside_ms + CLOCK_SLACK_MS:
-        raise Stop("suspicious", f"a timed batch at {label} reported {sum(walls):.3f} ms of calls but the judge's "
-                    f"clock saw the whole batch take {outside_ms:.3f} ms: impossible times")
+    if sum(calls) > batch_ms + CLOCK_SLACK_MS:
+        raise Stop("suspicious", f"a timed batch at {label} reported {sum(calls):.3f} ms of calls in a batch it says "
+                    f"took {batch_ms:.3f} ms: impossible times")
+    if batch_ms > outside_ms + CLOCK_SLACK_MS:
+        raise Stop("suspicious", f"a timed batch at {label} reported {batch_ms:.3f} ms but the judge's clock saw the "
+                    f"whole batch take {outside_ms:.3f} ms: impossible times")
+    floor = outside_ms / AGREEMENT[device] - AGREEMENT_MS
+    if batch_ms < floor:
+        raise Stop("suspicious", f"a timed batch at {label} reported {batch_ms:.3f} ms but the judge's clock saw "
+                    f"{outside_ms:.3f} ms (agreement bound: at least {floor:.3f} ms): a forged or scaled timer")
+
+
+def decide(batches: list[dict[str, Any]], device: str) -> tuple[list[float], str]:
+    """The per-call times that decide, one per batch, and the clock they come from.
+
+    CPU: the CPU time of the provider's whole process tree per call (the candidate's from the
+    kernel's cgroup counter, the baseline's from the trusted referee), else the caller's wall
+    clock per call. GPU: the per-call synchronized times the process reported, each batch
+    bounded by the caller's clock (``check_batch``)."""
+    if device != "cuda":
+        if all(b.get("cpu_ms") is not None for b in batches):
+            return [b["cpu_ms"] / max(1, b["calls"]) for b in batches], "cpu time of the process tree"
+        return [b["outside_ms"] / max(1, b["calls"]) for b in batches], "the caller's wall clock"
+    return [ms for b in batches for ms in b["call_ms"]], "reported synchronized wall, bounded by the caller's clock"
 
 
 def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> list[dict[str, Any]]:
@@ -61,6 +82,7 @@ def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> 
 
     calls = {c.key: c for c in the_plan.checks}
     calls.update({b.recheck.key: b.recheck for b in the_plan.bench})
+    calls.update(the_plan.timed_calls())
     for key, error in (data.get("errors") or {}).items():
         call = calls.get(key)
         if call is None:
@@ -73,7 +95,7 @@ def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> 
         item["near_gate"] = bool(finite and tolerance and item["max_error"] > NEAR_GATE * tolerance)
     for timed in data.get("timings", []):
         item = entry(timed["shape"])
-        cand, base = summary(timed["candidate"]), summary(timed["baseline"])
+        cand, base = summary(timed["candidate"], device), summary(timed["baseline"], device)
         if cand and base:
             item["timing"] = {"candidate": cand, "baseline": base}
         if timed.get("graph"):
@@ -81,18 +103,26 @@ def shapes(spec, the_plan: planning.Plan, data: dict[str, Any], device: str) -> 
     return list(entries.values())
 
 
-def summary(batches: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Medians of one provider's timed calls, with the caller's own clock per call."""
-    events = [e for b in batches for e in b["event_ms"]]
-    walls = [w for b in batches for w in b["wall_ms"]]
-    if not events:
+def summary(batches: list[dict[str, Any]], device: str = "cpu") -> dict[str, Any] | None:
+    """Medians of one provider's timed batches: the deciding per-call time (``median_ms``), the
+    caller's wall clock per call and the process's own account beside it."""
+    if not batches:
         return None
-    xs = sorted(events)
+    xs, clock = decide(batches, device)
+    xs = sorted(xs)
     median = statistics.median(xs)
+    reported = [ms for b in batches for ms in b["call_ms"]]
     outside = statistics.median([b["outside_ms"] / max(1, b["calls"]) for b in batches])
-    return {"median_ms": median, "min_ms": xs[0],
-            "spread": (xs[int(0.8 * (len(xs) - 1))] - xs[int(0.2 * (len(xs) - 1))]) / max(median, 1e-12),
-            "median_wall_ms": statistics.median(walls), "outside_ms_per_call": outside, "reps": len(xs)}
+    result = {"median_ms": median, "min_ms": xs[0], "clock": clock,
+              "spread": (xs[int(0.8 * (len(xs) - 1))] - xs[int(0.2 * (len(xs) - 1))]) / max(median, 1e-12),
+              "median_wall_ms": statistics.median(reported) if reported else None,
+              "outside_ms_per_call": outside, "reps": sum(b["calls"] for b in batches)}
+    # How close the process's own account came to the caller's clock (1 = the same), worst batch.
+    result["clock_agreement"] = min(b["batch_ms"] / max(b["outside_ms"], 1e-9) for b in batches)
+    held = sorted({b["candidate_held"] for b in batches if b.get("candidate_held")})
+    if held:
+        result["candidate_held"] = held
+    return result
 
 
 def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
@@ -107,17 +137,6 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         item["speedup"] = base["median_ms"] / max(cand["median_ms"], 1e-12)
         item["outside_speedup"] = base["outside_ms_per_call"] / max(cand["outside_ms_per_call"], 1e-12)
         speedups.append(item["speedup"])
-        # The caller's clock: what a batch cost per call beyond the events it reported. The
-        # baseline's batches (trusted, same flush, sync and digest work) say what is normal.
-        hidden = cand["outside_ms_per_call"] - cand["median_ms"]
-        base_hidden = max(0.0, base["outside_ms_per_call"] - base["median_ms"])
-        if cand["median_ms"] < EVENT_FRACTION[device] * cand["outside_ms_per_call"] and \
-                hidden > max(HIDDEN_FLOOR_MS, HIDDEN_RATIO * base_hidden):
-            doubts.append(f"{item['shape']}: the candidate reported {cand['median_ms']:.4f} ms per call but the "
-                          "judge's "
-                          f"clock saw {cand['outside_ms_per_call']:.4f} ms per call (the baseline: "
-                          f"{base['median_ms']:.4f} of {base['outside_ms_per_call']:.4f} ms): work outside its timed "
-                          "events or forged times")
         if not gpu:
             continue
         shape = tuple(item["dims"])
@@ -135,11 +154,6 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         if best < physics.IMPOSSIBLE_FRACTION * floor:
             doubts.append(f"{item['shape']}: {best * 1e3:.2f} us is below half the physical floor "
                           f"({floor * 1e3:.2f} us at the H200 datasheet peak): impossible, not fast")
-        outside_events = cand["median_wall_ms"] - cand["median_ms"]
-        baseline_outside = base["median_wall_ms"] - base["median_ms"]
-        if cand["median_ms"] < 0.5 * cand["median_wall_ms"] and outside_events > max(0.05, 3 * baseline_outside):
-            doubts.append(f"{item['shape']}: events saw {cand['median_ms']:.4f} ms but the synchronized wall clock "
-                          f"{cand['median_wall_ms']:.4f} ms: work outside the timed stream?")
     report_fields = dict(
         fields,
         shapes=entries,

@@ -63,9 +63,16 @@ def register(subparsers) -> None:
     )
     goal.set_defaults(handler=goal_command)
 
-    hint = subparsers.add_parser("hint", parents=[common], help="give a running run a hint for its proposer")
+    hint = subparsers.add_parser(
+        "hint", parents=[common], help="give a running run a hint for its proposer",
+        description="Add a hint to a running run's notebook. What its proposer reads of it:\n"
+        "  search (the default): knob settings only, e.g. \"chunk=64\" (a knob of the problem's search\n"
+        "    space and one of its values: GET /problems lists them); an unknown knob or value is refused\n"
+        "  llm: the whole text, e.g. \"try a two-pass scan with the state kept in registers\"\n"
+        "The answer says which proposer will read it, or that this run's proposer ignores it.",
+    )
     hint.add_argument("id", help=ID_HELP)
-    hint.add_argument("text", help="the hint, in quotes; it goes into the run's notebook for the proposer")
+    hint.add_argument("text", help="the hint, in quotes: knob settings (search) or free text (llm)")
     hint.set_defaults(handler=hint_command)
 
 
@@ -74,7 +81,11 @@ def runs_command(client, args: argparse.Namespace) -> int:
     page = client.list_runs(status=args.status, problem=args.problem, limit=args.limit)
     rows = page.get("data", [])
     if not rows:
-        print("no runs" + (" matching the filter" if args.status or args.problem else ""))
+        if args.status or args.problem:
+            print("no runs matching the filter; `marathon runs` without --status/--problem lists them all")
+        else:
+            print("no runs yet: start one with `marathon run kda --iterations 2` "
+                  "(or `./scripts/demo`), then follow it with `marathon watch RUN_ID`")
         return 0
     header = ("ID", "PROBLEM", "STATUS", "PHASE", "ITER", "BEST", "GOAL", "ELAPSED", "CREATED")
     table = [header]
@@ -85,7 +96,7 @@ def runs_command(client, args: argparse.Namespace) -> int:
                 str(run.get("id", "")),
                 str(run.get("problem", "")),
                 str(run.get("status", "")),
-                ("waiting for a GPU worker" if run.get("waiting_for_worker") else str(run.get("phase") or "-"))[:32],
+                (str(run.get("waiting_for_worker") or run.get("phase") or "-").split(":")[0])[:32],
                 f"{run.get('iteration', 0)}" + (f"/{iterations}" if iterations else ""),
                 format_speedup(run.get("best_speedup")),
                 goal_text(run.get("goal")),
@@ -169,7 +180,11 @@ def best_command(client, args: argparse.Namespace) -> int:
 @calling_api
 def action_command(client, args: argparse.Namespace) -> int:
     client.action(args.id, args.action)
-    past = {"pause": "asked to pause", "resume": "asked to resume", "stop": "asked to stop"}[args.action]
+    past = {
+        "pause": "asked to pause",
+        "resume": "asked to resume",
+        "stop": "asked to stop: it shows 'stopping' until its current step ends, then 'stopped'",
+    }[args.action]
     print(f"run {args.id} {past}")
     return 0
 

@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Triton's interpreter at the problem's cpu shapes: correctness is real, timings are interpreter timings.",
     )
     parser.add_argument("file", help="candidate source: a Python file defining kernel(**inputs)")
-    parser.add_argument("--problem", required=True, help="problem name (kda, mla-decode) or 'package.module:OBJECT'")
+    parser.add_argument("--problem", required=True, help=f"problem name ({', '.join(_known_problems())}) "
+                        "or 'package.module:OBJECT'")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when present, else cpu")
     parser.add_argument("--seeds", type=int, default=2, help="random input sets per shape (default 2)")
     parser.add_argument("--reps", type=int, default=None, help="timed repetitions per shape")
@@ -36,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run the candidate WITHOUT OS isolation (bubblewrap) where it cannot be set up; "
                         "the report says so")
     parser.set_defaults(handler=handle)
+
+
+def _known_problems() -> list[str]:
+    """Every problem the registry knows here: the built-in ones and those installed packages register."""
+    from kernels.registry import problem_names
+
+    return list(problem_names())
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -14,7 +14,8 @@ def add_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--continue", dest="continue_run", metavar="RUN_ID", default=None,
         help="give a finished, stopped or failed run more budget: a new run goes on from its best kernel, "
-        "notebook and iteration count (--iterations N: N more; no PROBLEM)",
+        "notebook and iteration count (--iterations N: N more; without it, the parent's iteration budget "
+        "again; no PROBLEM)",
     )
     run.add_argument(
         "--from", dest="from_run", metavar="RUN_ID", default=None,

@@ -114,13 +114,18 @@ def start_run(client, args: argparse.Namespace, body: dict[str, Any]) -> int:
 @calling_api
 def continue_run(client, args: argparse.Namespace) -> int:
     run = client.continue_run(args.continue_run, lineage.continue_body(args))
-    return started(client, args, run, f"continues {args.continue_run}")
+    note = ""
+    if args.iterations is None:
+        total = (run.get("budget") or {}).get("iterations")
+        note = (f"  budget       no --iterations given: run {args.continue_run}'s iteration budget again, so up to "
+                f"{total} iterations in all, counting its own; `--iterations N` gives N more instead")
+    return started(client, args, run, f"continues {args.continue_run}", note)
 
 
-def started(client, args: argparse.Namespace, run: dict[str, Any], what: str) -> int:
+def started(client, args: argparse.Namespace, run: dict[str, Any], what: str, note: str = "") -> int:
     run_id = run["id"]
     print(f"started run {run_id} ({what})")
-    for line in link_lines(run):
+    for line in link_lines(run) + ([note] if note else []):
         print(line)
     if not args.wait:
         print(f"  follow it with: marathon watch {run_id}")

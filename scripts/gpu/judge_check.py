@@ -1,4 +1,4 @@
-"""GPU proof of the judge's trust boundary: isolation, the caller's clock, digests, deadlines.
+"""GPU proof of the judge's trust boundary: isolation, the caller's clock, timed outputs judged, deadlines.
 
 Usage (on the H200, from the repository root; bubblewrap on PATH):
     PYTHONUNBUFFERED=1 python3 scripts/gpu/judge_check.py [--skip-mla]

@@ -40,3 +40,16 @@ async def test_swagger_ui_renders_with_the_network_cut_off(bare_api, browser):  
     await page.wait_for_selector('.opblock-summary-path[data-path="/runs/{run_id}/pause"]', timeout=30_000)
     assert outside == []
     await context.close()
+
+
+def test_every_route_but_the_health_check_is_marked_as_needing_the_token():
+    """The run page and an attempt's LLM exchange check the token themselves (they also take the
+    page's cookie); the docs must still say they need it."""
+    from api.main import create_app
+
+    spec = create_app().openapi()
+    open_routes = [
+        f"{method.upper()} {path}" for path, operations in spec["paths"].items()
+        for method, operation in operations.items() if not operation.get("security")
+    ]
+    assert open_routes == ["GET /healthz"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from tests.fakes.openai_server import FakeOpenAIServer
+
 from temporalio import activity
 from temporalio.worker import Worker
 
@@ -41,8 +43,11 @@ async def test_llm_run_refused_when_no_polling_worker_has_an_endpoint(api):
 
 
 async def test_llm_run_starts_when_a_worker_offers_it_or_the_request_names_an_endpoint(api):
-    body = {"problem": "kda", "proposer": {"kind": "llm", "base_url": "http://127.0.0.1:9/v1"}}
-    assert (await api.http.post("/runs", json=body)).status_code == 201
+    with FakeOpenAIServer() as llm:
+        body = {"problem": "kda", "proposer": {"kind": "llm", "base_url": llm.base_url}}
+        assert (await api.http.post("/runs", json=body)).status_code == 201
+        # The probe asked the endpoint once, and took none of its scripted answers.
+        assert [(r.method, r.path) for r in llm.requests] == [("GET", "/v1/models")]
     async with _cpu_worker(api, f"{uuid.uuid4().hex[:6]}@test {LLM_CAPABILITY}"):
         response = await api.http.post("/runs", json={"problem": "kda", "proposer": {"kind": "llm"}})
     assert response.status_code == 201, response.text
@@ -104,3 +109,15 @@ async def test_healthz_is_ready_when_cpu_and_evaluation_workers_poll(api):
     assert health["ready"] is True and health["not_ready"] == []
     prefix = api.settings.gpu_task_queue_prefix
     assert health["workers"] == {api.task_queue: "polling", f"{prefix}cpu": "polling"}
+
+
+async def test_an_llm_run_whose_endpoint_cannot_be_reached_is_refused_at_once(api):
+    """Nothing listens on port 9 (discard): the run would spend minutes of retries per iteration."""
+    body = {"problem": "kda", "proposer": {"kind": "llm", "base_url": "http://127.0.0.1:9/v1"}}
+    response = await api.http.post("/runs", json=body)
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "proposer", "base_url"]
+    assert error["msg"].startswith("run not started: the LLM endpoint http://127.0.0.1:9/v1 cannot be reached")
+    assert "correct proposer.base_url" in error["msg"]
+    assert (await api.http.get("/runs")).json()["count"] == 0

@@ -39,6 +39,7 @@ def judge_report(ours_ms: float, baseline_ms: float) -> str:
     return json.dumps(
         {
             "status": "ok",
+            "baseline": "eager",
             "shapes": [
                 {
                     "shape": "B=1 H=128 S=4096",
@@ -123,6 +124,8 @@ async def test_page_shows_how_busy_the_gpu_was(api):
     # Nothing measured (these attempts carry no GPU figures): a dash, and no crash.
     assert '<span id="gpu-use">—</span>' in response.text
     assert '<td class="gpu">—</td>' in response.text
+    # The best was timed in the interpreter: the row does not pretend there is a GPU.
+    assert "<dt>Evaluation (no GPU)</dt>" in response.text and "<dt>GPU use</dt>" not in response.text
     with api.db() as session:
         repository.record_attempt(
             session, run_id=run_id, iteration=4, index=0, strategy="tile-4", knobs=None, source_sha="a" * 64,
@@ -185,7 +188,9 @@ async def test_run_page_in_a_browser(api, browser):
     link = page.locator("#temporal-link")
     assert await link.get_attribute("href") == f"http://temporal-ui.test:8233/namespaces/default/workflows/{run_id}"
     # While the workflow answers, its status query (the stand-in says 1.25x) wins over the store.
-    assert await page.locator("#best-speedup").inner_text() == "1.250x"
+    assert await page.locator("#best-speedup").inner_text() == (
+        "1.25× vs eager (geomean, confirmed; interpreter timing on the CPU: noisy, not GPU performance)"
+    )
     await context.close()
 
 
@@ -226,7 +231,7 @@ async def test_run_page_reads_top_down_and_stays_short(api, browser, tmp_path):
 
     headings = await page.locator("h2").all_inner_texts()
     assert headings == [
-        "Speedup over iterations",
+        "Speedup vs eager over iterations",
         "Steering and notebook",
         "Diff against the seed",
         "Best kernel",
@@ -261,7 +266,7 @@ async def test_run_page_reads_top_down_and_stays_short(api, browser, tmp_path):
     assert x_ticks == ["1", "2", "3"]
     # Hover values: each dot's title says its speedup and absolute times.
     title = await page.locator("#speedup-plot circle.attempt").nth(1).locator("title").text_content()
-    assert "1.600x" in title and "119 µs vs 190 µs" in title
+    assert "1.6x (ok, the run's best (confirmed))" in title and "119 µs vs 190 µs" in title
 
     # Absolute times per attempt in the notebook's table (ours vs the baseline's, per shape).
     table = await page.locator("#notebook-entries").inner_text()
@@ -280,4 +285,78 @@ async def test_run_page_reads_top_down_and_stays_short(api, browser, tmp_path):
     width, height = png_size(shot.read_bytes())
     assert width == 1200
     assert height < 2600, f"the run page is {height} px tall"
+    await context.close()
+
+
+def record_rows(api, run_id: str, rows) -> None:
+    """(iteration, index, status, speedup, is_best, message) attempts with one report each."""
+    with api.db() as session:
+        source = put_text(session, "def kernel(q, kv, scale):\n    return q\n")
+        report = put_text(session, judge_report(0.5, 0.19))
+        for iteration, index, status, speedup, best, message in rows:
+            attempt, _ = repository.record_attempt(
+                session, run_id=run_id, iteration=iteration, index=index, strategy=f"s{iteration}", knobs=None,
+                source_sha=source, status=status, message=message, speedup=speedup, roofline=None,
+                timing_kind="interpreter", report_sha=report, is_best=best, gpu_seconds=0.1,
+            )
+            run_progress.record_progress(session, run_id, iteration=iteration,
+                                         best_attempt_id=attempt.id if best else None,
+                                         best_speedup=speedup if best else None)
+
+
+async def test_the_best_line_follows_the_confirmed_best_and_unconfirmed_figures_are_marked(api, browser):
+    """A challenger timed 0.488x at first but 0.17x paired is not the best: the line stays at the
+    confirmed 0.172x, its dot is hollow, the table marks it and the best; small ratios keep three
+    significant figures."""
+    run_id = await start_run(api)
+    record_rows(api, run_id, [
+        (1, 0, "ok", 0.172, True, "confirmed: first 0.18x, paired 0.172x."),
+        (2, 0, "ok", 0.488, False, "not confirmed: first 0.488x, paired run gave ok 0.17x."),
+        (3, 0, "ok", 0.00192, False, ""),
+    ])
+    context = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {api.token}"})
+    page = await context.new_page()
+    assert (await page.goto(f"{api.base_url}/runs/{run_id}/page")).status == 200
+    points = (await page.locator("#speedup-plot polyline.best-line").get_attribute("points")).split()
+    best_dot_y = await page.locator("#speedup-plot circle.attempt").nth(0).get_attribute("cy")
+    assert {point.split(",")[1] for point in points} == {best_dot_y}  # flat at the confirmed best
+    unconfirmed = page.locator("#speedup-plot circle.unconfirmed")
+    assert await unconfirmed.count() == 1
+    assert "0.488x (ok, not confirmed)" in await unconfirmed.locator("title").text_content()
+    cells = await page.locator("#notebook-entries td.speedup").all_inner_texts()
+    assert cells == ["0.00192×", "0.488× not confirmed", "0.172× ★ best (confirmed)"]
+    header = await page.locator("#notebook-entries th").all_inner_texts()
+    assert "speedup vs eager" in header and "time per shape (ours vs eager)" in header
+    await context.close()
+
+
+async def test_a_finished_run_says_why_it_ended_and_not_no_attempts_yet(api, browser):
+    run_id = await start_run(api)
+    with api.db() as session:
+        run_progress.record_progress(session, run_id, status="stopped", stop_reason="stopped")
+    context = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {api.token}"})
+    page = await context.new_page()
+    assert (await page.goto(f"{api.base_url}/runs/{run_id}/page")).status == 200
+    summary = await page.locator("#summary").inner_text()
+    assert "Ended because" in summary and "Stopped because" not in summary
+    assert await page.locator("#stop-reason").inner_text() == "stopped on request (marathon stop) (stopped)"
+    assert await page.locator("#no-attempts").inner_text() == (
+        "This run ended without recording an attempt (see why above)."
+    )
+    await context.close()
+
+
+async def test_the_page_says_the_proposer_is_failing(api, browser):
+    """The store's note on a running run whose proposer fails (the workflow writes it there)."""
+    run_id = await start_run(api)
+    note = "proposer failing: LLM endpoint http://127.0.0.1:9/v1 is unreachable (1 of 3 iterations without a candidate)"
+    with api.db() as session:
+        run_progress.record_progress(session, run_id, stop_reason=note)
+    context = await browser.new_context(extra_http_headers={"Authorization": f"Bearer {api.token}"})
+    page = await context.new_page()
+    assert (await page.goto(f"{api.base_url}/runs/{run_id}/page")).status == 200
+    assert note in await page.locator("#run-progress").inner_text()
+    assert "Ended because" not in await page.locator("#summary").inner_text()
+    body = (await api.http.get(f"/runs/{run_id}")).json()
+    assert body["proposer_failing"] == note and body["stop_reason"] == ""
     await context.close()

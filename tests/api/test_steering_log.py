@@ -6,6 +6,8 @@ and reply are served at GET /runs/{id}/attempts/{n}/llm and linked from the run 
 from __future__ import annotations
 
 import json
+
+from tests.fakes.openai_server import FakeOpenAIServer
 from datetime import datetime
 
 from store import repository
@@ -80,7 +82,8 @@ async def test_free_text_is_kept_and_the_answer_says_who_reads_it(api):
     assert body["kind"] == "text" and body["proposer"] == "search" and body["read_by"] is None
     assert "reads only knob settings" in body["note"]
     # An endpoint in the request: no CPU worker here advertises one (POST /runs refuses an llm run without).
-    llm_run = await start(api, proposer={"kind": "llm", "base_url": "http://127.0.0.1:9/v1"})
+    with FakeOpenAIServer() as llm:
+        llm_run = await start(api, proposer={"kind": "llm", "base_url": llm.base_url})
     body = (await api.http.post(f"/runs/{llm_run}/hints", json={"hint": "try a larger chunk size"})).json()
     assert body["read_by"] == "llm" and body["proposer"] == "llm"
     events = (await api.http.get(f"/runs/{run_id}/steering")).json()["data"]

@@ -84,7 +84,7 @@ def test_pause_resume_stop_and_watch_to_the_end(capsys, home, live_stack):
     # Paused again at once, the run stops without finishing another iteration.
     cli(capsys, "pause", run_id, *home)
     code, out, _ = cli(capsys, "stop", run_id, *home)
-    assert (code, out) == (0, f"run {run_id} asked to stop\n")
+    assert (code, out) == (0, f"run {run_id} asked to stop: it shows 'stopping' until its current step ends, then 'stopped'\n")
 
     code, out, _ = cli(capsys, "watch", run_id, "--interval", "0.5", *home)
     assert code == 0
@@ -107,7 +107,7 @@ def test_run_with_hours_and_wait_returns_when_the_budget_ends_it(capsys, home, l
     lines = out.splitlines()
     assert lines[0].startswith("started run ") and lines[0].endswith(" (kda)"), out
     run_id = lines[0].split()[2]
-    assert (code, lines[-1]) == (0, f"run {run_id} completed (budget_hours)"), f"{out}\n{err}"
+    assert (code, lines[-1]) == (0, f"run {run_id} completed: its time budget was spent (budget_hours)"), f"{out}\n{err}"
     # Only the hours budget can have ended it, and not before the hours had passed.
     assert elapsed >= hours * 3600, f"--wait returned after {elapsed:.1f} s, before the {hours * 3600:g} s budget"
     assert "follow it with" not in out

@@ -60,6 +60,7 @@ def test_fork_a_live_run_then_continue_it_once_stopped(capsys, home):
 
     code, _, err = cli(capsys, "run", "mla-decode", "--from", parent_id, *home)
     assert code == 1 and "failed (422)" in err and f"run {parent_id} optimizes problem 'kda', not 'mla-decode'" in err
+    assert f"from_run: run {parent_id}" in err and "from_run: from_run:" not in err  # the field named once
 
     cli(capsys, "stop", parent_id, *home)
     code, _, _ = cli(capsys, "watch", parent_id, "--interval", "0.5", *home)

@@ -6,13 +6,14 @@ to finished cannot be arranged against a live stack (test_client_commands covers
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 
 from marathon.client import ApiError
-from marathon.commands.display import follow, progress_line
+from marathon.commands.display import follow, progress_line, status_head
 
-REDRAW = "\r\033[K"  # back to the start of the line, then erase it
+REDRAW = "\r\033[J"  # back to the start of the line, then erase to the end of the screen
 
 
 def run_state(iteration=0, *, total=10, best=None, status="running", stop_reason="", goal=None) -> dict:
@@ -119,7 +120,7 @@ def test_a_terminal_gets_one_line_redrawn_then_a_newline_and_the_outcome():
     assert follow(ScriptedRuns(*states), "kda-0123456789ab", interval=0, out=out) == 0
     bars = [progress_line(state) for state in states]
     assert out.getvalue() == (
-        "".join(REDRAW + bar for bar in bars) + "\n" + "run kda-0123456789ab completed (budget_iterations)\n"
+        "".join(REDRAW + bar for bar in bars) + "\n" + "run kda-0123456789ab completed: its iteration budget was spent (budget_iterations)\n"
     )
     # The bar never leaves its line while the run goes on: the first newline follows the last bar.
     assert out.getvalue().count("\n") == 2 and out.getvalue().count("\r") == 4
@@ -131,7 +132,7 @@ def test_a_failed_run_exits_1_and_says_why():
     out = Terminal()
     assert follow(ScriptedRuns(*states), "kda-0123456789ab", interval=0, out=out) == 1
     assert out.getvalue().endswith(
-        REDRAW + progress_line(states[-1]) + "\nrun kda-0123456789ab failed (the workflow was terminated)\n"
+        REDRAW + progress_line(states[-1]) + "\nrun kda-0123456789ab failed: the workflow was terminated\n"
     )
 
 
@@ -184,11 +185,15 @@ from api.progress import duration, estimate_left_s, progress_details, time_line 
 WAITING = "waiting for a GPU worker: 2 evaluations on marathon-gpu-sm90 not started for 95 s (no evaluation worker polls that queue: start one for this architecture)"
 
 
+NOW = datetime(2026, 12, 1, 10, 12, 0, tzinfo=timezone.utc)
+
+
 def live_run(**extra) -> dict:
     run = run_state(4, best=1.3)
     run.update(
         phase="evaluating",
-        budget_used={"iterations": 4.0, "hours": 0.2},  # 12 minutes by the workflow's clock
+        created_at="2026-12-01T10:00:00Z",  # 12 minutes before NOW
+        budget_used={"iterations": 4.0, "hours": 0.01},  # the workflow's last sync: not the clock
         candidates=[
             {"index": 0, "strategy": "tile-64", "state": "ok"},
             {"index": 1, "strategy": "split-K", "state": "evaluating"},
@@ -207,43 +212,78 @@ def test_durations_read_as_a_person_reads_them():
 
 def test_the_estimate_takes_the_budget_that_ends_first():
     # 4 of 10 iterations in 12 min: 18 min left at that pace; 24 h of hours left: iterations win.
-    assert estimate_left_s(live_run(), 720.0) == (1080.0, "10 iterations")
+    assert estimate_left_s(live_run(), 720.0) == (1080.0, "10 iterations at 3m00s each")
     # A 0.25 h budget ends first: 3 minutes left.
     run = live_run(budget={"iterations": 10, "hours": 0.25})
     assert estimate_left_s(run, 720.0) == (180.0, "0.25 h")
     assert estimate_left_s(live_run(status="completed"), 720.0) == (None, "")
-    assert time_line(live_run()) == "elapsed 12m00s, about 18m00s left (budget 10 iterations)"
+    assert time_line(live_run(), NOW) == "elapsed 12m00s, about 18m00s left (budget 10 iterations at 3m00s each)"
 
 
-def test_elapsed_without_the_workflow_clock_comes_from_created_at():
+def test_elapsed_is_wall_time_since_the_start_not_the_workflow_s_last_sync():
+    # The workflow last wrote its clock (0.01 h) long ago; 12 minutes have passed since the start.
+    assert time_line(live_run(), NOW).startswith("elapsed 12m00s")
+    later = datetime(2026, 12, 1, 10, 12, 30, tzinfo=timezone.utc)
+    assert time_line(live_run(), later).startswith("elapsed 12m30s")
+
+
+def test_no_estimate_until_this_run_has_a_pace():
     run = run_state(0)
     run["created_at"] = "2026-12-01T10:00:00Z"
     now = datetime(2026, 12, 1, 10, 0, 42, tzinfo=timezone.utc)
-    assert time_line(run, now) == "elapsed 42s, about 23h59m left (budget 24 h)"
+    # No iteration done yet: no pace, no guess from the 24 h budget.
+    assert time_line(run, now) == "elapsed 42s"
+
+
+def test_a_continued_run_s_pace_counts_only_its_own_iterations():
+    # It continues a run of 40 iterations: 2 of its own in 12 minutes, 8 to go (budget 50 in all).
+    run = live_run(iteration=42, start_iteration=40, budget={"iterations": 50, "hours": 24.0})
+    assert time_line(run, NOW) == "elapsed 12m00s, about 48m00s left (budget 50 iterations at 6m00s each)"
 
 
 def test_the_progress_line_has_phase_time_candidates_and_the_wait():
     line = progress_line(live_run(waiting_for_worker=WAITING))
-    assert line == (
-        "[#########---------------] 4/10  best 1.3x  goal 2x  running (evaluating)"
-        "  elapsed 12m00s, about 18m00s left (budget 10 iterations)"
-        "  candidates 1 ok, 1 evaluating, 2 waiting for a GPU worker  " + WAITING
-    )
+    assert line.startswith("[#########---------------] 4/10  best 1.3x  goal 2x  running (evaluating)  elapsed ")
+    assert line.endswith("  candidates 1 ok, 1 evaluating, 2 waiting for a GPU worker  " + WAITING)
 
 
 def test_a_pipe_does_not_get_a_line_per_tick_of_the_clock():
-    first = live_run(budget_used={"iterations": 4.0, "hours": 0.2})
-    later = live_run(budget_used={"iterations": 4.0, "hours": 0.21})
-    done = live_run(status="completed", phase="done", candidates=[])
+    first = live_run(waiting_for_worker=WAITING)
+    # A second later only the clocks moved: the elapsed time and how long the evaluations have waited.
+    later = live_run(waiting_for_worker=WAITING.replace("95 s", "96 s"), created_at="2026-12-01T09:59:59Z")
+    later["candidates"] = first["candidates"][:2] + [{"index": i, "state": "waiting for a GPU worker (96 s)"}
+                                                     for i in (2, 3)]
+    done = live_run(status="completed", phase="done", candidates=[], waiting_for_worker="")
     out = Pipe()
     assert follow(ScriptedRuns(first, later, done), "kda-0123456789ab", interval=0, out=out) == 0
-    assert out.getvalue().splitlines() == [progress_line(first), progress_line(done), "run kda-0123456789ab completed"]
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith(status_head(first)) and lines[0].endswith(WAITING)
+    assert lines[1].startswith(status_head(done) + "  ")
+    assert lines[-1] == "run kda-0123456789ab completed"
+
+
+def test_a_terminal_gets_a_block_redrawn_in_place_within_its_width():
+    """Each line fits the terminal (a wrapped line cannot be redrawn in place); the next draw goes
+    back up over the block's lines and erases them."""
+    running = live_run(waiting_for_worker=WAITING)
+    done = live_run(status="completed", phase="done", candidates=[], waiting_for_worker="")
+    out = Terminal()
+    assert follow(ScriptedRuns(running, done), "kda-0123456789ab", interval=0, out=out, columns=60) == 0
+    text = out.getvalue()
+    first, second = re.split(r"\r(?:\033\[\d+A)?\033\[J", text)[1:3]
+    drawn = first.split("\n")
+    assert len(drawn) == 4  # head, time, candidates, the wait
+    assert all(len(line) <= 59 for line in drawn), drawn
+    assert drawn[3].endswith("…")
+    assert text.count("\033[3A") == 1  # back up three lines before the second draw
+    assert second.startswith("[#########") and text.endswith("run kda-0123456789ab completed\n")
 
 
 def test_show_lists_phase_time_candidates_and_the_wait():
     lines = describe_run(live_run(waiting_for_worker=WAITING))
     assert lines[1] == "  phase        evaluating"
-    assert "  time         elapsed 12m00s, about 18m00s left (budget 10 iterations)" in lines
+    assert any(line.startswith("  time         elapsed ") for line in lines)
     assert (
         "  candidates   iteration 5: #0 ok, #1 evaluating, #2 waiting for a GPU worker (95 s), "
         "#3 waiting for a GPU worker (95 s)"

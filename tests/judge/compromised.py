@@ -6,12 +6,22 @@ OS. To test that boundary, the judge's tests start this module in place of
 obeys no rule, as if the candidate had taken over its interpreter. What it does is named by
 the first line of the "candidate" source (``# attack: NAME``):
 
-- ``forge_outputs``: claims every checked call with an empty outputs file;
+- ``forge_outputs``: answers every checked call with no output bytes;
 - ``wrong_key``: answers each checked call with another call's key;
-- ``skip_work_when_timed``: correct outputs when checked, no work when timed, true
-  (tiny) times and made-up digests;
+- ``skip_work_when_timed``: correct outputs when checked, zeros when timed, true (tiny) times;
+- ``memoised_timed``: when timed, replays the outputs of its checked calls (the old
+  "memoise the outputs, forge the timing answer" exploit), with true times;
+- ``memo_by_content``: keeps every output keyed by its inputs' bytes and replays it when the
+  same inputs come back; prints how often that happened;
 - ``fake_fast_times``: does the work when timed but reports a thousandth of the time;
+- ``scaled_timer``: its clock runs at 1/8 (a patched ``perf_counter``), for every time it reports;
 - ``impossible_times``: reports timed calls longer than the whole batch took;
+- ``burn_idle``: a thread that burns CPU from start to end, to slow the baseline down;
+- ``late_thread``: the same thread, started at its first timed batch (after every check);
+- ``thread_storm``: starts threads until it cannot, holds them 25 s, reports how many it got;
+- ``fill_disk``: writes to its directory, /tmp and /dev/shm until each is full, reports bytes;
+- ``huge_output``: announces an output of 2**40 bytes (the trusted side must not read it);
+- ``name_dev_zero``: answers a checked call with the path ``/dev/zero`` and no bytes;
 - ``hunt_secrets``: before anything else, reads every environment, every ``/proc/*/environ``
   and ``cmdline`` and every small file under the usual roots it can see, tries the host's
   PostgreSQL port and writes outside its directory, and reports all of it (in its output
@@ -101,15 +111,60 @@ def _writes(config) -> list[str]:
     return wrote
 
 
-def main() -> None:
+def _storm() -> int:
+    import threading
+
+    stop = threading.Event()
+    count = 0
+    try:
+        while count < 8192:
+            threading.Thread(target=stop.wait, daemon=True).start()
+            count += 1
+    except RuntimeError:  # "can't start new thread": the box's pids.max
+        pass
+    time.sleep(25)
+    stop.set()
+    return count
+
+
+def _fill(folder: str) -> int:
+    written = 0
+    block = b"x" * (1 << 20)
+    try:
+        with open(os.path.join(folder, "fill.bin"), "wb") as handle:
+            while written < (8 << 30):
+                handle.write(block)
+                handle.flush()
+                written += len(block)
+    except OSError:
+        pass
+    return written
+
+
+def _burn() -> None:
+    import threading
+
+    def spin():
+        x = 0
+        while True:
+            x += 1
+
+    threading.Thread(target=spin, daemon=True).start()
+
+
+def raw(out) -> bytes:
     import torch
 
+    return out.contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def main() -> None:
     from kernels.judge import plan as planning, protocol
     from kernels.registry import get_problem
 
     config = json.loads(sys.stdin.readline())
     fd, nonce = config["report_fd"], config["nonce"]
-    source = open(config["source_path"]).read()
+    source = config["source"]
     attack = source.splitlines()[0].partition("attack:")[2].strip()
     problem = get_problem(config["problem"])
     reference = problem.load_reference()
@@ -120,67 +175,103 @@ def main() -> None:
         print("hunted:", json.dumps(result), flush=True)
         protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error", "message": "hunt " + json.dumps(result)})
         os._exit(0)
+    if attack == "burn_idle":
+        _burn()
+    clock = time.perf_counter
+    if attack == "scaled_timer":
+        def clock():
+            return time.perf_counter() / 8
     protocol.send(fd, nonce, {"kind": "started"})
-    saved = 0
-    sets: dict[int, list] = {}
+    checked: list = []
+    memo: dict[bytes, object] = {}
+    hits = 0
     for line in sys.stdin:
         command = json.loads(line)
         op = command.get("op")
+        payload = None
         if op == "load":
+            if attack == "thread_storm":
+                count = _storm()
+                protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error", "message": f"storm {count}"})
+                os._exit(0)
+            if attack == "fill_disk":
+                sizes = {name: _fill(name) for name in (config["workdir"], "/tmp", "/dev/shm")}
+                protocol.send(fd, nonce, {"kind": "reject", "status": "runtime_error",
+                                          "message": "filled " + json.dumps(sizes)})
+                os._exit(0)
             reply = {"kind": "loaded"}
         elif op == "check":
             call = planning.Call(**command["call"])
-            path = os.path.join(config["workdir"], f"forged-{saved}.pt")
-            saved += 1
-            if attack == "forge_outputs":
-                torch.save({}, path)
-            else:
-                out = reference(**planning.inputs_of(problem, call, device, dtype))
-                torch.save({call.key: out}, path)
-            import hashlib
-
-            digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-            key = "v0/seed0" if attack == "wrong_key" and call.key != "v0/seed0" else call.key
-            if attack == "wrong_key" and call.key == "v0/seed0":
-                key = "v0/seed1"
-            reply = {"kind": "output", "key": key, "path": path, "sha256": digest}
+            out = reference(**planning.inputs_of(problem, call, device, dtype))
+            key = call.key
+            if attack == "wrong_key":
+                key = "v0/seed1" if call.key == "v0/seed0" else "v0/seed0"
+            reply = {"kind": "output", "key": key}
+            payload = b"" if attack == "forge_outputs" else raw(out)
+            if attack == "name_dev_zero":
+                reply, payload = {"kind": "output", "key": key, "path": "/dev/zero"}, None
+            if attack == "huge_output":
+                protocol.send(fd, nonce, dict(reply, nbytes=1 << 40))
+                time.sleep(30)
+                os._exit(0)
         elif op == "warm":
+            bench = command["bench"]
+            checked[:] = [reference(**planning.make_inputs(problem, bench["shape"], seed, bench["regime"], device, dtype))
+                          for seed in bench["seeds"]]
             reply = {"kind": "warmed"}
         elif op == "time":
-            bench, batch = command["bench"], command["batch"]
-            if bench["index"] not in sets:
-                sets[bench["index"]] = [planning.make_inputs(problem, bench["shape"], seed, bench["regime"], device, dtype)
-                                        for seed in bench["seeds"]]
-            batch_plan = planning.Batch(**batch)
-            events, walls, digests = [], [], []
-            for index in range(batch["calls"]):
-                inputs = sets[bench["index"]][batch_plan.seed_index(index)]
-                start = time.perf_counter()
-                if attack == "skip_work_when_timed" and not batch_plan.guarded:
-                    out = torch.zeros(problem.output(tuple(bench["shape"]), dtype)[0])
-                else:
-                    out = reference(**inputs)
-                    # Real work takes time: 10 ms stands far above the noise of a loaded
-                    # two-core machine in the baseline's per-call overhead (2 ms did not, once).
-                    time.sleep(0.01)
-                elapsed = (time.perf_counter() - start) * 1e3
-                digests.append([0.0] * command["digests"] if attack == "skip_work_when_timed" and not batch_plan.guarded
-                               else planning.digest(out, batch["digest_seed"], command["digests"]))
-                if batch_plan.guarded:
-                    continue  # a spot check is not a sample
-                if attack == "fake_fast_times":
-                    elapsed /= 1000
-                if attack == "impossible_times":
-                    elapsed += 1000.0
-                events.append(elapsed)
-                walls.append(elapsed)
-            reply = {"kind": "timed", "event_ms": events, "wall_ms": walls, "digests": digests}
+            if attack == "late_thread" and not hits:
+                _burn()
+                hits = 1
+            reply, payload = _timed(command, attack, problem, reference, device, dtype, checked, memo, clock)
+            hits += reply.pop("hits") if attack != "late_thread" else 0
         elif op == "finish":
+            if attack == "memo_by_content":
+                print(f"memo hits: {hits}", flush=True)
             reply = {"kind": "finished", "resources": {}, "launches": 1}
         else:
             break
-        protocol.send(fd, nonce, reply)
+        protocol.send(fd, nonce, reply, payload)
     os._exit(0)
+
+
+def _timed(command, attack, problem, reference, device, dtype, checked, memo, clock):
+    import torch
+
+    from kernels.judge import plan as planning
+
+    started = clock()
+    bench, batch = command["bench"], command["batch"]
+    shape = tuple(bench["shape"])
+    calls, outputs, payload, hits = [], [], bytearray(), 0
+    for index, seed in enumerate(batch["seeds"]):
+        inputs = planning.make_inputs(problem, shape, seed, bench["regime"], device, dtype)
+        start = clock()
+        if attack == "skip_work_when_timed":
+            out = torch.zeros(problem.output(shape, dtype)[0])
+        elif attack == "memoised_timed":
+            out = checked[index % len(checked)]  # the warm-up's outputs at this shape
+        elif attack == "memo_by_content":
+            key = b"".join(raw(v) if isinstance(v, torch.Tensor) else repr(v).encode() for v in inputs.values())
+            hits += key in memo
+            out = memo.setdefault(key, reference(**inputs))
+        else:
+            out = reference(**inputs)
+            # Real work takes time: 10 ms stands far above the noise of a loaded two-core machine.
+            time.sleep(0.01)
+        elapsed = (clock() - start) * 1e3
+        if attack == "fake_fast_times":
+            elapsed /= 1000
+        if attack == "impossible_times":
+            elapsed += 1000.0
+        data = raw(out)
+        calls.append(elapsed)
+        outputs.append({"key": f"b{bench['index']}/t{batch['index']}/{index}", "nbytes": len(data)})
+        payload += data
+    batch_ms = (clock() - started) * 1e3
+    if attack == "fake_fast_times":
+        batch_ms /= 1000
+    return {"kind": "timed", "call_ms": calls, "batch_ms": batch_ms, "outputs": outputs, "hits": hits}, bytes(payload)
 
 
 if __name__ == "__main__":

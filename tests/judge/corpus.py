@@ -97,7 +97,10 @@ RUNTIME_CASES = (
     Case("runaway_print", "ok", "accepted", static=True),
     Case("syntax_error", "compile_error", "line 33"),
     Case("kernel_compile_error", "compile_error", "line 18 (t = tl.arange(0, BLOCK_T + 1))", static=True),
-    Case("cache_during_timing", "incorrect", "outputs of timed calls", static=True, reps=4),
+    # Either verdict is right (test_a_cache_hit_is_always_caught): caught when the allocator
+    # hands an address back (a hit on other values), honest work when it never does.
+    Case("cache_during_timing", "incorrect|ok", "in a timed call|does not depend on the inputs|accepted", static=True,
+         reps=4),
     # The per-call deadline, not the judgement's: a first call gets FIRST_CALL_S["cpu"] = 30 s.
     Case("hang", "timeout", "within its deadline of 30 s", static=True, timeout_s=240.0),
     # A later call of an already-compiled shape: MIN_CALL_S["cpu"] = 20 s (20 x the reference's time is less).
@@ -118,6 +121,22 @@ RUNTIME_CASES = (
     Case("door_sys_modules_timer", "forbidden", "torch.sys refused at run time"),
     # Reading __globals__ raises no audit event: only the scan stops this one (scan on).
     Case("door_guard_globals", "forbidden", "'.__globals__' is not allowed", static=True),
+)
+
+# Judge v3: the candidate owns its whole process. Windows where the guards were off (an autotune
+# hook, a finalizer), threads they did not see, calls told apart as checked or timed. The
+# verdicts come from outside (every timed output judged, the thread count of the box) or from
+# guards that now cover those windows. The compromised-process attacks on the same classes are
+# in test_judge_isolation.py and test_judge_box.py.
+PROCESS_CASES = (
+    Case("honest_hooks_generators", "ok", "accepted", static=True, reps=5),
+    Case("honest_autotuned_workspace", "ok", "accepted", static=True, reps=5),
+    Case("window_pre_hook_torch", "forbidden", "aten.cumsum"),
+    Case("window_generator_finally", "incorrect", "relative RMS error"),
+    Case("thread_raw_torch", "forbidden", "starting a thread"),
+    Case("timed_after_checks", "incorrect", "in a timed call", reps=5),
+    # Its trick never fires: every call comes through the same frames (asserted on its output).
+    Case("timed_by_stack_depth", "ok", "accepted", reps=5),
 )
 
 # Candidate -> a fragment of the first static finding.

@@ -47,9 +47,9 @@ def verdicts() -> dict[str, JudgeReport]:
 @pytest.mark.parametrize("case", RUNTIME_CASES, ids=lambda c: c.name)
 def test_corpus_verdict(case, verdicts):
     report = verdicts[case.name]
-    assert report.status == case.status, f"{case.name}: {report.status}: {report.message}"
+    assert report.status in case.status.split("|"), f"{case.name}: {report.status}: {report.message}"
     assert any(part.lower() in report.message.lower() for part in case.says.split("|")), report.message
-    assert report.accepted == (case.status == "ok")
+    assert report.accepted == (report.status == "ok")
     assert report.candidate_sha256 and report.problem == "toy-cumsum"
 
 
@@ -71,6 +71,11 @@ def test_accepted_report_carries_scores_and_fingerprint(verdicts):
         assert shape["timing"]["candidate"]["median_ms"] > 0 and shape["speedup"] > 0
         assert shape["timing"]["candidate"]["outside_ms_per_call"] > 0
     assert "not GPU performance" in report.message
+
+
+def test_a_cache_hit_is_always_caught(verdicts):
+    report = verdicts["cache_during_timing"]
+    assert ("cache hit" in report.output_tail) == (report.status == "incorrect"), (report.status, report.message)
 
 
 def test_secrets_never_reach_the_candidate(verdicts):

@@ -33,14 +33,11 @@ def test_honest_candidate_on_gpu_has_gpu_timings_roofline_and_resources():
 
 
 def test_side_stream_work_is_seen_by_the_wall_clock():
-    # Either the events miss the side stream and the wall clock flags it, or the events see
-    # the work (on the H200, 2026-11-30, the side stream was ordered with the timed one and
-    # the candidate measured 0.087x): in no case may the hidden work turn into a win.
+    # Every call's time ends with a device-wide synchronize (judge v3), so side-stream work is
+    # inside it: in no case may the hidden work turn into a win.
     report = _judge("side_stream_busy", static_policy=False)
     if report.status == "forbidden":  # the module guard refuses torch.cuda.Stream first (judge v2)
         assert "torch.cuda.Stream refused" in report.message
-    elif report.status == "suspicious":
-        assert "outside the timed stream" in report.message
     else:
         assert report.status == "ok", report.message
         assert report.speedup is not None and report.speedup < 1.0, report.speedup
@@ -55,8 +52,11 @@ def test_event_timer_patch_is_refused_on_gpu():
 
 
 def test_caching_during_timing_is_caught_on_gpu():
+    # Fresh inputs at every timed call: an address comes back only when the allocator reuses it,
+    # with other values; every such hit is caught (printed by the candidate).
     report = _judge("cache_during_timing")
-    assert report.status == "incorrect", report.message
+    assert ("cache hit" in report.output_tail) == (report.status == "incorrect"), report.message
+    assert report.status in ("incorrect", "ok"), report.message
 
 
 def test_device_out_of_memory_is_a_runtime_error():

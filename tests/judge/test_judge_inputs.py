@@ -1,6 +1,6 @@
 """The plan's inputs and the scoring of errors, without running a judgement: the held-out
 family drawn only when asked for, timed shapes nudged per judgement, several outputs per call
-checked and digested one by one, errors near the gate flagged."""
+checked and carried one by one, errors near the gate flagged."""
 
 from __future__ import annotations
 
@@ -83,13 +83,21 @@ def test_several_outputs_are_checked_one_by_one():
     assert len(one) == 1 and outputs.packed(one) is one[0]
 
 
-def test_each_output_is_digested_with_its_own_projections():
-    o, state = torch.randn(2, 7, 3), torch.randn(2, 3, 3)
-    values = planning.digest((o, state), 1234, 2)
-    assert values[:2] == planning.digest(o, 1234, 2)
-    assert values[2:] == planning.digest(state, planning.part_seed(1234, 1), 2)
-    wrong_state = planning.digest((o, torch.zeros_like(state)), 1234, 2)
-    assert wrong_state[:2] == values[:2] and wrong_state[2:] != values[2:]
+def test_every_output_crosses_the_pipe_and_is_read_back_one_by_one(tmp_path):
+    from kernels.judge import drive
+
+    shape = (1, 5, 1, 4)
+    o, state = torch.randn(shape), torch.randn(1, 1, 4, 4)
+    sizes = outputs.sizes(KDA, shape, "float32")
+    assert sizes == (5 * 4 * 4, 16 * 4)
+    assert drive.output_bytes(KDA, shape, "float32") == sum(sizes)  # the caller's bound counts both
+    path = tmp_path / "out.bin"
+    path.write_bytes(outputs.raw(torch, (o, state)))
+    back = outputs.read_exact(torch, KDA, shape, "float32", str(path), "v0/seed0", "cpu")
+    assert torch.equal(back[0], o) and torch.equal(back[1], state)
+    path.write_bytes(outputs.raw(torch, (o,)))  # the output without its final state: refused
+    said = outputs.read_exact(torch, KDA, shape, "float32", str(path), "v0/seed0", "cpu")
+    assert isinstance(said, str) and "80 bytes, not the 144" in said and "(1, 1, 4, 4) float32" in said
 
 
 def _entries(errors: dict[str, float], tolerance: float = 1e-4):
@@ -105,6 +113,17 @@ def test_an_error_near_the_gate_is_flagged():
     assert entries[0]["near_gate"]
     flag = scoring.near_gate(entries)
     assert "near the gate" in flag and "70%" in flag and "7.00e-05" in flag
+
+
+def test_a_timed_call_near_the_gate_is_flagged():
+    spec = dataclasses.replace(TOY, tolerance={"float32": 1e-4})
+    the_plan = planning.Plan([planning.Call("v0/seed0", [1, 8, 1], 1)],
+                             [planning.Bench(0, [1, 8, 1], [2, 3], "default",
+                                             [planning.Batch(0, [4, 5], candidate_first=False)],
+                                             planning.Call("b0/recheck", [1, 8, 1], 2))], 1)
+    errors = {"v0/seed0": 2e-7, "b0/recheck": 2e-7, "b0/t0/0": 2e-7, "b0/t0/1": 0.8e-4}
+    entries = scoring.shapes(spec, the_plan, {"errors": errors}, "cpu")
+    assert entries[0]["near_gate"] and "80%" in scoring.near_gate(entries)
 
 
 def test_problem_contract_defaults_keep_one_output():

@@ -3,8 +3,9 @@
 ``tests/judge/compromised.py`` stands in for the sandbox as a candidate that has taken over
 its interpreter would: it obeys no guard and says whatever it likes on the protocol. These
 tests prove that (a) nothing it says can get a cheat accepted — the referee requires every
-output, checks every timed output by digest, and the caller's clock bounds every reported
-time — and (b) under bubblewrap it finds no secret, no network, no other process and no
+output, judges every timed output at the problem's tolerance on inputs drawn for that call,
+the trusted side reads no path it names and no more bytes than the plan's outputs take, and
+the caller's clock bounds every reported time — and (b) under bubblewrap it finds no secret, no network, no other process and no
 writable place outside its directory, while the same hunt without isolation finds them
 (so the hunt itself is shown to work).
 """
@@ -19,11 +20,15 @@ from kernels.judge import IsolationUnavailable, isolation, judge, runner
 from tests.judge.corpus import CANDIDATES, FAKE_SECRET, TOY
 
 ATTACKS = {
-    "forge_outputs": ("incorrect", "no output for v0/seed0"),
+    "forge_outputs": ("incorrect", "the output for v0/seed0 was 0 bytes"),
     "wrong_key": ("crashed", "answered for"),
-    "skip_work_when_timed": ("incorrect", "outputs of timed calls"),
+    "skip_work_when_timed": ("incorrect", "in a timed call"),
+    "memoised_timed": ("incorrect", "in a timed call"),
     "fake_fast_times": ("suspicious", "judge's clock"),
+    "scaled_timer": ("suspicious", "agreement bound"),
     "impossible_times": ("suspicious", "impossible times"),
+    "name_dev_zero": ("incorrect", "the output for v0/seed0 was 0 bytes"),
+    "huge_output": ("crashed", "announced 1099511627776 bytes"),
 }
 
 
@@ -94,3 +99,10 @@ def test_the_insecure_opt_out_is_written_into_the_report():
     assert report.status == "ok", report.message
     assert report.isolation.startswith("none")
     assert "WARNING: isolation none" in report.summary()
+
+
+def test_a_compromised_process_never_sees_the_same_timed_inputs_twice(compromised):
+    # It keeps every output keyed by its inputs' bytes and would replay one if they came back.
+    report = judge(attack("memo_by_content"), TOY, device="cpu", timing_reps=5, timeout_s=120, static_policy=False)
+    assert report.status == "ok", report.message
+    assert "memo hits: 0" in report.output_tail, report.output_tail

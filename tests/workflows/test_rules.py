@@ -28,6 +28,8 @@ def test_the_goal_scores_and_writes_its_own_figure():
     assert (speedup.score(1.4, 0.2), roof.score(1.4, 0.2)) == (1.4, 0.2)
     written = (speedup.format_value(1.3219), roof.format_value(0.41), speedup.format_value(None))
     assert written == ("1.32x", "41.0% of roofline", "-")
+    # Small ratios keep their significant figures: never "0.00x".
+    assert speedup.format_value(0.0019234) == "0.00192x"
     assert (speedup.format_target(), roof.format_target()) == ("2.5x", "60% of roofline")
     assert speedup.describe() == "2.5x geomean speedup over the baseline"
     assert roof.describe() == "0.6 of the roofline (beat FLA)"
@@ -114,7 +116,7 @@ def test_summaries_and_confirmation_notes():
     summary = ui_text.evaluate_summary(17, candidate, 4, confirm=True)
     assert summary.startswith("iter 17 · candidate 3/4 · confirm · tile 99") and len(summary) == ui_text.SUMMARY_LIMIT
     first, paired = ok(1.5), EvaluateResult(status="ok", speedup=1.41, message="paired 5 reps")
-    assert ui_text.confirmed_note(Goal(), first, paired) == "confirmed: first 1.50x, paired 1.41x. paired 5 reps"
+    assert ui_text.confirmed_note(Goal(), first, paired) == "confirmed: first 1.5x, paired 1.41x. paired 5 reps"
     paired = EvaluateResult(status="incorrect", message="")
     assert ui_text.unconfirmed_note(Goal(), failed("ok", "fast"), paired) == (
         "not confirmed: first -, paired run gave incorrect -. fast"

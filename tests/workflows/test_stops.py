@@ -62,9 +62,9 @@ async def test_a_champion_that_fails_confirmation_does_not_become_best(temporal_
     run_id, result, _ = await run_loop(temporal_client, fake, budget=Budget(iterations=2))
     assert (result.best.iteration, result.best.speedup) == (1, 1.2)
     lucky = fake.records[(run_id, 2, 0)]
-    assert not lucky.is_best and lucky.result.message.startswith("not confirmed: first 2.00x, paired run gave ok 0.90x")
+    assert not lucky.is_best and lucky.result.message.startswith("not confirmed: first 2x, paired run gave ok 0.9x")
     assert fake.records[(run_id, 1, 0)].is_best
-    assert fake.records[(run_id, 1, 0)].result.message.startswith("confirmed: first 1.20x, paired 1.20x")
+    assert fake.records[(run_id, 1, 0)].result.message.startswith("confirmed: first 1.2x, paired 1.2x")
 
 
 async def test_continue_as_new_carries_best_notebook_and_counters(temporal_client):

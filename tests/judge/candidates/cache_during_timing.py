@@ -1,5 +1,7 @@
 """Exploit 8, patient: honest during the correctness calls, then memoize by address once the
-same buffers come back again and again (as they do in a timing loop)."""
+same buffers come back again and again (as they did in a timing loop). Since every timed call
+gets fresh inputs, an address comes back only when the allocator reuses it, with other
+values: a hit (printed) is then caught in that timed call, and no hit means honest work."""
 
 import torch
 import triton
@@ -32,6 +34,7 @@ def kernel(x, scale):
     key = (x.data_ptr(), tuple(x.shape))
     _seen[key] = _seen.get(key, 0) + 1
     if key in _cache:
+        print("cache hit", flush=True)
         _touch_kernel[(1,)](_cache[key])
         return _cache[key]
     batch, steps, heads = x.shape
