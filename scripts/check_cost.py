@@ -1,5 +1,6 @@
 """CPU seconds a judgement's correctness checks cost on the trusted side, per problem, in CPU
-mode: for every checked call of a drawn plan (and each bench shape's recheck), the inputs drawn
+mode: for every checked call of a drawn plan, each bench shape's recheck and every timed call
+(each timed call has inputs of its own and is compared in full), the inputs drawn
 twice (the candidate's process and the referee each draw them), the float64 reference, and the
 comparison of every output with the reference (here the reference with itself). Process CPU
 time, so other load on the machine barely moves it; the candidate's own calls are not counted.
@@ -36,7 +37,7 @@ def cost(name: str, held_out: bool, plans: int) -> float:
     total = 0.0
     for seed in range(plans):
         the_plan = planning.build(problem, cpu=True, seeds=2, reps=3, warmup=1, rng=random.Random(seed), **extra)
-        calls = the_plan.checks + [b.recheck for b in the_plan.bench]
+        calls = the_plan.checks + [b.recheck for b in the_plan.bench] + list(the_plan.timed_calls().values())
         start = time.process_time()
         for call in calls:
             planning.inputs_of(problem, call, "cpu", problem.cpu_dtype)
