@@ -10,7 +10,16 @@ Kernel 2 (combine): program (b·h, value slice) weights the partials of every sp
 2^(lse_s - max) / sum and writes the output in the input dtype.
 
 The split count is chosen on the host (``split_plan``): whole waves of one program per SM
-(the H200 has 132), no empty split.
+(the H200 has 132), no empty split. Two shape classes take their own tile, warp and split
+knobs (``launch_knobs``): a small batch (batch x heads at most ``small_batch_heads``, e.g.
+batch 1) must spread one sequence over every SM, where the partials it writes (heads x 1 KB
+per split) cost as much as the cache it reads unless each program streams a long run of it;
+a batch that fills the GPU is limited by the tile loop itself.
+
+Two launch options are CUDA-only knobs, per class too: ``pdl`` launches the combine
+programmatic-dependent on the split kernel (PTX griddepcontrol), so its launch overlaps the
+split kernel's tail instead of following it; ``warp_specialize`` asks Triton to split the tile
+loop into producer and consumer warps.
 
 Fused (``CONFIG["fused"]``, CUDA only, when every program of the split kernel is resident at
 once: at most one per SM): one launch does both. Each program writes its partial, then waits
@@ -47,6 +56,17 @@ CONFIG = {
     "combine_block_s": 64,
     "combine_num_warps": 2,
     "fused": False,
+    "pdl": False,
+    "warp_specialize": False,
+    "small_batch_heads": 0,
+    "small_block_n": 64,
+    "small_block_h": 64,
+    "small_num_warps": 8,
+    "small_num_stages": 2,
+    "small_min_split_tokens": 64,
+    "small_pdl": False,
+    "small_warp_specialize": False,
+    "small_sm_count": 132,
 }
 
 D_LATENT = 512
@@ -58,13 +78,60 @@ _MAX_WORKSPACES = 16
 
 
 @triton.jit
+def _softmax_step(q_lat, q_rope, lat, rope, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION: tl.constexpr):
+    """One KV tile of the online softmax (base 2): lat [BLOCK_N, 512] is the key's first 512
+    dims and the value, rope [BLOCK_N, 64] the key's rest; rows outside ``mask_n`` weigh zero.
+    Returns the new running maximum, sum and accumulator [BLOCK_H, 512]."""
+    # [BLOCK_H, 512] @ [512, BLOCK_N] + [BLOCK_H, 64] @ [64, BLOCK_N] -> [BLOCK_H, BLOCK_N]
+    s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)
+    s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
+    s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    # [BLOCK_H, BLOCK_N] @ [BLOCK_N, 512] -> [BLOCK_H, 512]: the same tile, now as V
+    acc = tl.dot(p.to(lat.dtype), lat, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _dense_tile(kv_batch, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                D_LATENT: tl.constexpr, D_ROPE: tl.constexpr, BLOCK_N: tl.constexpr,
+                INPUT_PRECISION: tl.constexpr):
+    """Rows [n0, n0 + BLOCK_N) of one sequence's cache (those below ``end``) into the softmax."""
+    D_QK: tl.constexpr = D_LATENT + D_ROPE
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < end
+    kv_rows = kv_batch + offs_n[:, None] * D_QK
+    lat = tl.load(kv_rows + tl.arange(0, D_LATENT)[None, :], mask=mask_n[:, None], other=0.0)  # K and V
+    rope = tl.load(kv_rows + D_LATENT + tl.arange(0, D_ROPE)[None, :], mask=mask_n[:, None], other=0.0)
+    return _softmax_step(q_lat, q_rope, lat, rope, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION)
+
+
+@triton.jit
+def _launch_dependents():
+    """PTX griddepcontrol.launch_dependents: a programmatic-dependent launch that follows may
+    start its programs now (they wait for this grid's memory at ``_wait_for_prior_grid``)."""
+    tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=tl.int32,
+                              is_pure=False, pack=1)
+
+
+@triton.jit
+def _wait_for_prior_grid():
+    """PTX griddepcontrol.wait: block until the grid this launch depends on has finished and
+    its writes are visible (a no-op when the launch was not programmatic-dependent)."""
+    tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _attend_split(
     Q, KV, O_PART, LSE_PART,
     qk_scale_log2, seq_len, num_heads, split_len, num_splits,
     split, b, head_block,
     D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     """One split of one head block: attend over KV rows [split·split_len, +split_len) and
     write the normalized partial output and its log2-sum-exp."""
@@ -88,23 +155,14 @@ def _attend_split(
     kv_batch = KV + b * seq_len * D_QK
     # The host never makes an empty split, so every tile holds at least one valid row and
     # the running maximum is finite after the first tile.
-    for n0 in range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < end
-        kv_rows = kv_batch + offs_n[:, None] * D_QK
-        lat = tl.load(kv_rows + offs_c[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 512]: K and V
-        rope = tl.load(kv_rows + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 64]
-        # [BLOCK_H, 512] @ [512, BLOCK_N] + [BLOCK_H, 64] @ [64, BLOCK_N] -> [BLOCK_H, BLOCK_N]
-        s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)
-        s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
-        s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        # [BLOCK_H, BLOCK_N] @ [BLOCK_N, 512] -> [BLOCK_H, 512]: the same tile, now as V
-        acc = tl.dot(p.to(lat.dtype), lat, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
-        m_i = m_new
+    if WARP_SPECIALIZE:
+        for n0 in tl.range(start, end, BLOCK_N, warp_specialize=True):
+            m_i, l_i, acc = _dense_tile(kv_batch, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                                        D_LATENT, D_ROPE, BLOCK_N, INPUT_PRECISION)
+    else:
+        for n0 in range(start, end, BLOCK_N):
+            m_i, l_i, acc = _dense_tile(kv_batch, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                                        D_LATENT, D_ROPE, BLOCK_N, INPUT_PRECISION)
 
     o = acc / l_i[:, None]
     part_index = rows_bh * num_splits + split  # [BLOCK_H]
@@ -153,11 +211,14 @@ def _mla_split_kernel(
     qk_scale_log2, seq_len, num_heads, split_len, num_splits,
     D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
 ):
+    if LAUNCH_DEPENDENTS:
+        # The combine may be scheduled now; it waits for this grid's writes before reading.
+        _launch_dependents()
     _attend_split(Q, KV, O_PART, LSE_PART, qk_scale_log2, seq_len, num_heads, split_len, num_splits,
                   tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2),
-                  D_LATENT, D_ROPE, BLOCK_H, BLOCK_N, INPUT_PRECISION)
+                  D_LATENT, D_ROPE, BLOCK_H, BLOCK_N, INPUT_PRECISION, WARP_SPECIALIZE)
 
 
 @triton.jit
@@ -165,7 +226,11 @@ def _mla_combine_kernel(
     O_PART, LSE_PART, OUT,
     num_splits,
     D_LATENT: tl.constexpr, SPLITS_P2: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_DV: tl.constexpr,
+    WAIT_PRIOR: tl.constexpr,
 ):
+    if WAIT_PRIOR:
+        # Launched programmatic-dependent on the split kernel: its partials are complete after this.
+        _wait_for_prior_grid()
     _combine_slice(O_PART, LSE_PART, OUT, tl.program_id(0).to(tl.int64), tl.program_id(1), num_splits,
                    D_LATENT, SPLITS_P2, BLOCK_S, BLOCK_DV)
 
@@ -184,7 +249,7 @@ def _mla_fused_kernel(
     b = tl.program_id(1)
     head_block = tl.program_id(2)
     _attend_split(Q, KV, O_PART, LSE_PART, qk_scale_log2, seq_len, num_heads, split_len, num_splits,
-                  split, b.to(tl.int64), head_block, D_LATENT, D_ROPE, BLOCK_H, BLOCK_N, INPUT_PRECISION)
+                  split, b.to(tl.int64), head_block, D_LATENT, D_ROPE, BLOCK_H, BLOCK_N, INPUT_PRECISION, False)
 
     # Grid barrier (every program is resident: the host checks). Scalar atomics run once per
     # program; the CTA barriers order every thread's partial stores before the release, and the
@@ -210,31 +275,45 @@ def _mla_fused_kernel(
                        D_LATENT, SPLITS_P2, BLOCK_S, BLOCK_DV)
 
 
+def launch_knobs(batch: int, heads: int) -> dict:
+    """The tile, warp and split knobs for one shape class: a batch of at most
+    ``small_batch_heads`` (batch x heads) query rows streams the cache with few programs per
+    row and takes the ``small_*`` knobs; a batch that fills the GPU takes the plain ones."""
+    prefix = "small_" if batch * heads <= CONFIG["small_batch_heads"] else ""
+    return {name: CONFIG[prefix + name] for name in
+            ("block_n", "block_h", "num_warps", "num_stages", "min_split_tokens", "pdl", "warp_specialize",
+             "sm_count")}
+
+
 @functools.lru_cache(maxsize=256)
 def split_plan(batch: int, heads: int, seq_len: int) -> dict:
-    """The launch geometry for one shape: head block, split length and split count.
+    """The launch geometry for one shape: tile, head block, warps, stages, split length and count.
 
-    Splits are whole multiples of ``block_n`` (at least ``min_split_tokens``) and none is
-    empty. The count minimizes waves x (tokens per split + ``split_overhead_tokens``), where
-    a wave is ``sm_count`` programs (one program per SM: the split kernel fills an SM's
+    Splits are whole multiples of the tile (at least the class's ``min_split_tokens``) and
+    none is empty. The count minimizes waves x (tokens per split + ``split_overhead_tokens``),
+    where a wave is ``sm_count`` programs (one program per SM: the split kernel fills an SM's
     registers), so batched shapes avoid a nearly empty last wave and batch-1 shapes split
-    the sequence over every SM.
+    the sequence over every SM. The cache is not read on the host: call ``split_plan.cache_clear()``
+    after changing ``CONFIG``.
     """
-    block_n = CONFIG["block_n"]
-    block_h = min(CONFIG["block_h"], max(16, triton.next_power_of_2(heads)))
+    knobs = launch_knobs(batch, heads)
+    block_n = knobs["block_n"]
+    block_h = min(knobs["block_h"], max(16, triton.next_power_of_2(heads)))
     head_blocks = triton.cdiv(heads, block_h)
     rows = batch * head_blocks
-    min_tokens = max(CONFIG["min_split_tokens"], block_n)
-    most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * CONFIG["sm_count"], rows))
+    min_tokens = max(knobs["min_split_tokens"], block_n)
+    most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * knobs["sm_count"], rows))
     best = None
     for wanted in range(1, max(1, most_splits) + 1):
         split_len = triton.cdiv(triton.cdiv(seq_len, wanted), block_n) * block_n
         num_splits = triton.cdiv(seq_len, split_len)
-        waves = triton.cdiv(rows * num_splits, CONFIG["sm_count"])
+        waves = triton.cdiv(rows * num_splits, knobs["sm_count"])
         cost = waves * (split_len + CONFIG["split_overhead_tokens"])
         if best is None or cost < best[0]:
             best = (cost, split_len, num_splits)
-    return {"block_h": block_h, "head_blocks": head_blocks, "split_len": best[1], "num_splits": best[2]}
+    return {"block_n": block_n, "block_h": block_h, "head_blocks": head_blocks, "split_len": best[1],
+            "num_splits": best[2], "num_warps": knobs["num_warps"], "num_stages": knobs["num_stages"],
+            "pdl": bool(knobs["pdl"]), "warp_specialize": bool(knobs["warp_specialize"])}
 
 
 def _check_inputs(q, kv, scale) -> None:
@@ -311,9 +390,9 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     """Launch the kernels into caller-provided contiguous buffers (tests poison them with NaN).
 
     out: [B, H, 512]; o_part: [B, H, num_splits, 512]; lse_part: [B, H, num_splits] fp32;
-    sync: None for the two-kernel path, or int32 [2] zeros for the fused one-launch path.
-    With one split (two-kernel path) the split kernel writes ``out`` itself and ``o_part`` is
-    not touched: its partial is already the output.
+    plan: ``split_plan``'s dict; sync: None for the two-kernel path, or int32 [2] zeros for
+    the fused one-launch path. With one split (two-kernel path) the split kernel writes
+    ``out`` itself and ``o_part`` is not touched: its partial is already the output.
     """
     batch, heads, _ = q.shape
     num_splits = plan["num_splits"]
@@ -322,34 +401,53 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     block_s = min(CONFIG["combine_block_s"], splits_p2)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     grid = (num_splits, batch, plan["head_blocks"])
+    tiles = dict(D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"], BLOCK_N=plan["block_n"],
+                 INPUT_PRECISION=precision, num_warps=plan["num_warps"], num_stages=plan["num_stages"])
     if sync is not None:
         _mla_fused_kernel[grid](
             q, kv, o_part, lse_part, out, sync,
             float(scale) * LOG2_E, kv.shape[1], heads, plan["split_len"], num_splits,
             batch * heads * (D_LATENT // block_dv),
-            D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"], BLOCK_N=CONFIG["block_n"],
-            INPUT_PRECISION=precision, SPLITS_P2=splits_p2, BLOCK_S=block_s, BLOCK_DV=block_dv,
-            num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+            SPLITS_P2=splits_p2, BLOCK_S=block_s, BLOCK_DV=block_dv, **tiles,
         )
         return out
     # A batch that fills the GPU by itself (e.g. 64 x 128 heads) makes one split; the combine
     # would only copy it (ncu on the H200: 41.6 us of 314 at 64,128,4096).
     direct = writes_output_directly(plan, sync)
+    pdl = programmatic_combine(plan, q.device) and not direct
     _mla_split_kernel[grid](
         q, kv, out if direct else o_part, lse_part,
         float(scale) * LOG2_E, kv.shape[1], heads, plan["split_len"], num_splits,
-        D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"], BLOCK_N=CONFIG["block_n"],
-        INPUT_PRECISION=precision,
-        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+        WARP_SPECIALIZE=warp_specialized(plan, q.device), LAUNCH_DEPENDENTS=pdl, **tiles,
     )
-    if direct:
-        return out
+    if not direct:
+        launch_combine(o_part, lse_part, out, pdl)
+    return out
+
+
+def programmatic_combine(plan: dict, device: torch.device) -> bool:
+    """Whether the combine is launched programmatic-dependent on the split kernel (CUDA only:
+    PTX griddepcontrol; the interpreter has no inline assembly)."""
+    return plan["pdl"] and device.type == "cuda"
+
+
+def warp_specialized(plan: dict, device: torch.device) -> bool:
+    """Whether the split loop asks Triton for warp specialization (a compiler pass: CUDA only)."""
+    return plan["warp_specialize"] and device.type == "cuda"
+
+
+def launch_combine(o_part, lse_part, out, pdl: bool) -> None:
+    """out [B, H, 512] from o_part [B, H, splits, 512] and lse_part [B, H, splits]; ``pdl``: the
+    split kernel that wrote them triggered its dependents, and this launch may start early."""
+    batch, heads, num_splits, _ = o_part.shape
+    splits_p2 = triton.next_power_of_2(num_splits)
+    block_dv = CONFIG["combine_block_dv"]
+    extra = {"launch_pdl": True} if pdl else {}
     _mla_combine_kernel[(batch * heads, D_LATENT // block_dv)](
         o_part, lse_part, out, num_splits,
-        D_LATENT=D_LATENT, SPLITS_P2=splits_p2, BLOCK_S=block_s, BLOCK_DV=block_dv,
-        num_warps=CONFIG["combine_num_warps"],
+        D_LATENT=D_LATENT, SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2),
+        BLOCK_DV=block_dv, WAIT_PRIOR=pdl, num_warps=CONFIG["combine_num_warps"], **extra,
     )
-    return out
 
 
 def mla_decode(q, kv, scale):

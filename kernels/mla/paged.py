@@ -24,18 +24,43 @@ import triton
 import triton.language as tl
 
 from kernels.mla.decode import (
-    CONFIG,
     D_LATENT,
     D_QK,
     D_ROPE,
     LOG2_E,
-    _mla_combine_kernel,
+    _launch_dependents,
     _partial_dtype,
+    _softmax_step,
+    launch_combine,
+    programmatic_combine,
     split_plan,
+    warp_specialized,
     writes_output_directly,
 )
 
 _SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@triton.jit
+def _paged_tile(table, KV_CACHE, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                PAGE_SIZE: tl.constexpr, D_LATENT: tl.constexpr, D_ROPE: tl.constexpr, BLOCK_N: tl.constexpr,
+                INPUT_PRECISION: tl.constexpr):
+    """Tokens [n0, n0 + BLOCK_N) of one request (those below ``end``), gathered through its page
+    table ``table``, into the online softmax."""
+    D_QK: tl.constexpr = D_LATENT + D_ROPE
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < end
+    if PAGE_SIZE % BLOCK_N == 0:
+        # The tile lies in one page (tiles start at multiples of BLOCK_N): one scalar lookup
+        # and contiguous rows, instead of BLOCK_N lookups and a gathered address per row.
+        page = tl.load(table + n0 // PAGE_SIZE).to(tl.int64)
+        kv_rows = KV_CACHE + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N))[:, None] * D_QK
+    else:
+        page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
+        kv_rows = KV_CACHE + (page * PAGE_SIZE + offs_n % PAGE_SIZE)[:, None] * D_QK
+    lat = tl.load(kv_rows + tl.arange(0, D_LATENT)[None, :], mask=mask_n[:, None], other=0.0)  # K and V
+    rope = tl.load(kv_rows + D_LATENT + tl.arange(0, D_ROPE)[None, :], mask=mask_n[:, None], other=0.0)
+    return _softmax_step(q_lat, q_rope, lat, rope, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION)
 
 
 @triton.jit
@@ -44,8 +69,11 @@ def _paged_split_kernel(
     qk_scale_log2, max_pages, num_heads, split_len, num_splits,
     PAGE_SIZE: tl.constexpr, D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
 ):
     """One split of one head block of request b: tokens [split·split_len, +split_len) of it."""
+    if LAUNCH_DEPENDENTS:
+        _launch_dependents()
     D_QK: tl.constexpr = D_LATENT + D_ROPE
     split = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
@@ -67,28 +95,14 @@ def _paged_split_kernel(
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, D_LATENT], tl.float32)
     table = BLOCK_TABLE + b * max_pages
-    for n0 in range(start, end, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < end
-        if PAGE_SIZE % BLOCK_N == 0:
-            # The tile lies in one page (tiles start at multiples of BLOCK_N): one scalar lookup
-            # and contiguous rows, instead of BLOCK_N lookups and a gathered address per row.
-            page = tl.load(table + n0 // PAGE_SIZE).to(tl.int64)
-            kv_rows = KV_CACHE + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N))[:, None] * D_QK
-        else:
-            page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
-            kv_rows = KV_CACHE + (page * PAGE_SIZE + offs_n % PAGE_SIZE)[:, None] * D_QK
-        lat = tl.load(kv_rows + offs_c[None, :], mask=mask_n[:, None], other=0.0)  # [BLOCK_N, 512]: K and V
-        rope = tl.load(kv_rows + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)
-        s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)
-        s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
-        s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(lat.dtype), lat, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
-        m_i = m_new
+    if WARP_SPECIALIZE:
+        for n0 in tl.range(start, end, BLOCK_N, warp_specialize=True):
+            m_i, l_i, acc = _paged_tile(table, KV_CACHE, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                                        PAGE_SIZE, D_LATENT, D_ROPE, BLOCK_N, INPUT_PRECISION)
+    else:
+        for n0 in range(start, end, BLOCK_N):
+            m_i, l_i, acc = _paged_tile(table, KV_CACHE, n0, end, q_lat, q_rope, m_i, l_i, acc, qk_scale_log2,
+                                        PAGE_SIZE, D_LATENT, D_ROPE, BLOCK_N, INPUT_PRECISION)
 
     filled = l_i > 0  # false for a split past the request's end
     o = tl.where(filled[:, None], acc / tl.where(filled, l_i, 1.0)[:, None], 0.0)
@@ -147,20 +161,14 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
                                             device=q.device)
     lse_part = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=q.device)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    pdl = programmatic_combine(plan, q.device) and not direct
     _paged_split_kernel[(num_splits, batch, plan["head_blocks"])](
         q, kv_cache, block_table, cache_seqlens, o_part, lse_part,
         float(scale) * LOG2_E, max_pages, heads, plan["split_len"], num_splits,
         PAGE_SIZE=page_size, D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"],
-        BLOCK_N=CONFIG["block_n"], INPUT_PRECISION=precision,
-        num_warps=CONFIG["num_warps"], num_stages=CONFIG["num_stages"],
+        BLOCK_N=plan["block_n"], INPUT_PRECISION=precision, WARP_SPECIALIZE=warp_specialized(plan, q.device),
+        LAUNCH_DEPENDENTS=pdl, num_warps=plan["num_warps"], num_stages=plan["num_stages"],
     )
-    if direct:
-        return out
-    splits_p2 = triton.next_power_of_2(num_splits)
-    block_dv = CONFIG["combine_block_dv"]
-    _mla_combine_kernel[(batch * heads, D_LATENT // block_dv)](
-        o_part, lse_part, out, num_splits,
-        D_LATENT=D_LATENT, SPLITS_P2=splits_p2, BLOCK_S=min(CONFIG["combine_block_s"], splits_p2),
-        BLOCK_DV=block_dv, num_warps=CONFIG["combine_num_warps"],
-    )
+    if not direct:
+        launch_combine(o_part, lse_part, out, pdl)
     return out

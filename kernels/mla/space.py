@@ -27,6 +27,17 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "combine_block_s": (8, 16, 32, 64, 128),
     "combine_num_warps": (1, 2, 4, 8),
     "fused": (False, True),
+    "pdl": (False, True),
+    "warp_specialize": (False, True),
+    "small_batch_heads": (0, 128, 256, 512, 1024),
+    "small_block_n": (16, 32, 64, 128),
+    "small_block_h": (16, 32, 64, 128),
+    "small_num_warps": (4, 8, 16),
+    "small_num_stages": (1, 2, 3, 4),
+    "small_min_split_tokens": (32, 64, 128, 256, 512, 1024),
+    "small_pdl": (False, True),
+    "small_warp_specialize": (False, True),
+    "small_sm_count": (66, 132, 264),
 }
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
@@ -44,6 +55,17 @@ KNOBS: dict[str, str] = {
     "combine_block_s": "splits reduced per step of the combine",
     "combine_num_warps": "warps per program of the combine step",
     "fused": "combine in the same launch behind a grid barrier (True) or in a second launch (False)",
+    "pdl": "launch the combine programmatic-dependent on the split kernel, so its launch overlaps the split's tail",
+    "warp_specialize": "ask Triton to split the tile loop into producer (loads) and consumer (math) warps",
+    "small_batch_heads": "shapes with batch x heads at most this take the small_* knobs below (0: none do)",
+    "small_block_n": "block_n for small batches",
+    "small_block_h": "block_h for small batches (smaller head blocks: more programs per sequence, fewer splits)",
+    "small_num_warps": "num_warps for small batches",
+    "small_num_stages": "num_stages for small batches",
+    "small_min_split_tokens": "min_split_tokens for small batches (longer runs per program, fewer partials)",
+    "small_pdl": "pdl for small batches",
+    "small_warp_specialize": "warp_specialize for small batches",
+    "small_sm_count": "sm_count for small batches (264: two programs per SM, for tiles small enough to fit twice)",
 }
 
 # Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the
@@ -56,33 +78,34 @@ _D_QK, _D_LATENT, _ELEMENT = 576, 512, 2
 DEFAULT: dict[str, Any] = read_config(_DECODE_PATH.read_text(), "decode.py")
 
 
-def shared_memory_estimate(point: dict[str, Any]) -> int:
-    """Bytes: the pipelined KV tiles, the query block and the probability tile."""
-    kv_tiles = point["num_stages"] * point["block_n"] * _D_QK * _ELEMENT
-    query = point["block_h"] * _D_QK * _ELEMENT
-    probs = point["block_h"] * point["block_n"] * _ELEMENT
-    return kv_tiles + query + probs
+def shared_memory_estimate(point: dict[str, Any], prefix: str = "") -> int:
+    """Bytes: the pipelined KV tiles, the query block and the probability tile (of the
+    ``small_`` class's knobs when ``prefix`` is ``"small_"``)."""
+    stages, block_n, block_h = (point[prefix + k] for k in ("num_stages", "block_n", "block_h"))
+    return stages * block_n * _D_QK * _ELEMENT + block_h * _D_QK * _ELEMENT + block_h * block_n * _ELEMENT
 
 
-def accumulator_registers(point: dict[str, Any]) -> int:
+def accumulator_registers(point: dict[str, Any], prefix: str = "") -> int:
     """fp32 registers per thread that the [block_h, 512] accumulator occupies."""
-    return point["block_h"] * _D_LATENT // (point["num_warps"] * 32)
+    return point[prefix + "block_h"] * _D_LATENT // (point[prefix + "num_warps"] * 32)
 
 
 def validate(point: dict[str, Any]) -> list[str]:
-    """Reasons the point is not a valid configuration; empty when it is."""
+    """Reasons the point is not a valid configuration; empty when it is. The resource limits
+    apply to both shape classes' knobs (the small class's only where it is used)."""
     problems = knob_problems(point, SPACE)
     if problems:
         return problems
-    smem = shared_memory_estimate(point)
-    if smem > SHARED_MEMORY_LIMIT:
-        problems.append(f"shared memory estimate {smem} B exceeds {SHARED_MEMORY_LIMIT} B")
-    regs = accumulator_registers(point)
-    if regs > ACCUMULATOR_REGISTERS_LIMIT:
-        problems.append(
-            f"accumulator needs {regs} registers per thread (block_h={point['block_h']}, "
-            f"num_warps={point['num_warps']}); limit {ACCUMULATOR_REGISTERS_LIMIT}"
-        )
+    for prefix in ("", "small_") if point["small_batch_heads"] else ("",):
+        smem = shared_memory_estimate(point, prefix)
+        if smem > SHARED_MEMORY_LIMIT:
+            problems.append(f"{prefix}shared memory estimate {smem} B exceeds {SHARED_MEMORY_LIMIT} B")
+        regs = accumulator_registers(point, prefix)
+        if regs > ACCUMULATOR_REGISTERS_LIMIT:
+            problems.append(
+                f"accumulator needs {regs} registers per thread ({prefix}block_h={point[prefix + 'block_h']}, "
+                f"{prefix}num_warps={point[prefix + 'num_warps']}); limit {ACCUMULATOR_REGISTERS_LIMIT}"
+            )
     return problems
 
 

@@ -85,11 +85,16 @@ def cases():
                dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
     split = dict(D_LATENT=512, D_ROPE=64, BLOCK_H=64, BLOCK_N=32, INPUT_PRECISION="tf32")
     combine = dict(SPLITS_P2=32, BLOCK_S=16, BLOCK_DV=128)
-    yield "mla split", decode._mla_split_kernel, split, 8
-    yield "mla combine", decode._mla_combine_kernel, {"D_LATENT": 512, **combine}, 4
+    plain = dict(WARP_SPECIALIZE=False, LAUNCH_DEPENDENTS=False)
+    yield "mla split", decode._mla_split_kernel, {**split, **plain}, 8
+    yield "mla split (64-token tiles, pdl trigger)", decode._mla_split_kernel, \
+        {**split, "BLOCK_N": 64, "WARP_SPECIALIZE": False, "LAUNCH_DEPENDENTS": True}, 8
+    yield "mla split (small batch: 16 heads, 4 warps)", decode._mla_split_kernel, \
+        {**split, **plain, "BLOCK_H": 16}, 4
+    yield "mla combine", decode._mla_combine_kernel, {"D_LATENT": 512, **combine, "WAIT_PRIOR": False}, 4
+    yield "mla combine (pdl wait)", decode._mla_combine_kernel, {"D_LATENT": 512, **combine, "WAIT_PRIOR": True}, 4
     yield "mla fused", decode._mla_fused_kernel, {**split, **combine}, 8
-    yield "mla paged split", paged._paged_split_kernel, {**split, "PAGE_SIZE": 64}, 8
-
+    yield "mla paged split", paged._paged_split_kernel, {**split, **plain, "PAGE_SIZE": 64}, 8
 
 def main() -> int:
     if os.environ.get("TRITON_INTERPRET"):

@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from kernels.mla.baseline import baselines
-from kernels.mla.decode import CONFIG, fused_fits, mla_decode, mla_decode_into, split_plan
+from kernels.mla.decode import (
+    CONFIG,
+    fused_fits,
+    mla_decode,
+    mla_decode_into,
+    programmatic_combine,
+    split_plan,
+    warp_specialized,
+)
 from kernels.mla.definition import PROBLEM, bytes_moved, flops, make_inputs
 from kernels.mla.reference import reference, reference_naive
 from kernels.registry import get_problem
@@ -110,7 +118,7 @@ def test_fused_kernel_with_one_program_combines_and_leaves_the_barrier_reset():
     # barrier here; bigger grids of the fused kernel are checked on the GPU.
     inputs = make_inputs((1, 5, 200), seed=4, dtype="float32")
     q, kv = inputs["q"], inputs["kv"]
-    plan = {"block_h": 16, "head_blocks": 1, "split_len": 256, "num_splits": 1}
+    plan = {**split_plan(1, 5, 200), "block_h": 16, "head_blocks": 1, "split_len": 256, "num_splits": 1}
     out = torch.full((1, 5, 512), float("nan"))
     o_part = torch.full((1, 5, 1, 512), float("nan"))
     lse_part = torch.full((1, 5, 1), float("nan"))
@@ -131,10 +139,57 @@ def test_fused_path_is_never_taken_off_cuda():
                                              (1, 64, 65536), (1, 3, 1), (3, 64, 777), (2, 16, 4097)])
 def test_split_plan_covers_the_sequence_without_empty_splits(batch, heads, seq):
     plan = split_plan(batch, heads, seq)
-    assert plan["split_len"] % CONFIG["block_n"] == 0
+    assert plan["split_len"] % plan["block_n"] == 0
     assert (plan["num_splits"] - 1) * plan["split_len"] < seq <= plan["num_splits"] * plan["split_len"]
     assert plan["head_blocks"] * plan["block_h"] >= heads
     assert plan["block_h"] >= 16
+
+
+SMALL_CLASS = {"small_batch_heads": 256, "small_block_h": 16, "small_block_n": 32, "small_num_warps": 4,
+               "small_num_stages": 4, "small_min_split_tokens": 256, "small_pdl": True}
+
+
+@pytest.fixture
+def small_class(monkeypatch):
+    """CONFIG with the small-batch class on (batch x heads <= 256), plans recomputed."""
+    for key, value in SMALL_CLASS.items():
+        monkeypatch.setitem(CONFIG, key, value)
+    split_plan.cache_clear()
+    yield
+    split_plan.cache_clear()
+
+
+def test_small_batches_take_the_small_knobs_and_large_ones_the_plain(small_class):
+    small, large = split_plan(1, 64, 8192), split_plan(32, 64, 8192)
+    assert (small["block_h"], small["block_n"], small["num_warps"], small["num_stages"], small["pdl"]) == \
+        (16, 32, 4, 4, True)
+    # Four head blocks of 16 share the sequence: 32 splits of 256 tokens fill one wave of 128.
+    assert (small["head_blocks"], small["num_splits"], small["split_len"]) == (4, 32, 256)
+    assert (large["block_h"], large["block_n"], large["num_warps"], large["pdl"]) == \
+        (CONFIG["block_h"], CONFIG["block_n"], CONFIG["num_warps"], CONFIG["pdl"])
+    assert split_plan(2, 128, 64)["block_n"] == 32 and split_plan(2, 129, 64)["block_n"] == CONFIG["block_n"]
+
+
+def test_two_programs_per_sm_for_small_batches(small_class, monkeypatch):
+    monkeypatch.setitem(CONFIG, "small_sm_count", 264)
+    monkeypatch.setitem(CONFIG, "small_min_split_tokens", 64)
+    split_plan.cache_clear()
+    plan = split_plan(1, 64, 8192)
+    assert plan["head_blocks"] * plan["num_splits"] == 256 and plan["split_len"] == 128
+    assert split_plan(32, 64, 8192)["head_blocks"] * split_plan(32, 64, 8192)["num_splits"] <= CONFIG["sm_count"]
+
+
+@pytest.mark.parametrize("shape", ((1, 16, 300), (2, 5, 700)), ids=shape_id)
+def test_kernel_matches_reference_with_the_small_batch_knobs(small_class, shape):
+    inputs = make_inputs(shape, seed=11, dtype="float32")
+    assert split_plan(*shape)["num_splits"] > 1
+    assert rel_rms(mla_decode(**inputs), reference(**inputs)) < TOL32
+
+
+def test_launch_options_are_cuda_only(small_class):
+    plan = split_plan(1, 64, 8192)
+    assert plan["pdl"] and not programmatic_combine(plan, torch.device("cpu"))
+    assert not warp_specialized({**plan, "warp_specialize": True}, torch.device("cpu"))
 
 
 def test_headline_plan_fills_the_gpu():

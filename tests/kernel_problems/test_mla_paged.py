@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernels.mla import mla_decode, mla_decode_paged
-from kernels.mla.decode import split_plan
+from kernels.mla.decode import CONFIG, split_plan
 from kernels.mla.reference import paged_reference
 
 SCALE = 192 ** -0.5
@@ -55,6 +55,22 @@ def test_an_empty_request_gets_zeros_and_leaves_the_others_alone(page_size, leng
     assert torch.equal(out[0], torch.zeros_like(out[0]))
     ref = paged_reference(q, kv_cache, block_table, seqlens, SCALE)
     assert rel_rms(out[1:], ref[1:]) < TOLERANCE
+
+
+def test_paged_with_the_small_batch_knobs(monkeypatch):
+    # The paged kernel shares the dense kernel's plan: small batches take 16-head blocks and
+    # 32-token tiles (two tiles per 64-token page) with splits of at least 128 tokens.
+    for key, value in {"small_batch_heads": 64, "small_block_h": 16, "small_block_n": 32, "small_num_warps": 4,
+                       "small_num_stages": 3, "small_min_split_tokens": 128}.items():
+        monkeypatch.setitem(CONFIG, key, value)
+    split_plan.cache_clear()
+    try:
+        q, kv_cache, block_table, seqlens = paged_inputs([1, 300, 200], 64, heads=5)
+        assert split_plan(3, 5, block_table.shape[1] * 64)["block_n"] == 32
+        out = mla_decode_paged(q, kv_cache, block_table, seqlens, SCALE)
+        assert rel_rms(out, paged_reference(q, kv_cache, block_table, seqlens, SCALE)) < TOLERANCE
+    finally:
+        split_plan.cache_clear()
 
 
 def test_pages_in_order_give_the_dense_result():

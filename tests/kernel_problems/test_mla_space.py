@@ -17,6 +17,10 @@ POINTS = {
     "bf16-partials-few-splits": {**space.DEFAULT, "partial_dtype": "bfloat16", "min_split_tokens": 256,
                                  "split_overhead_tokens": 512, "combine_block_dv": 512, "combine_num_warps": 8},
     "block-n-16": {**space.DEFAULT, "block_n": 16, "num_stages": 4, "block_h": 32, "sm_count": 66},
+    # Both test shapes (batch x heads 16 and 6) take the small-batch knobs, the plain ones unused.
+    "small-batch-class": {**space.DEFAULT, "small_batch_heads": 128, "small_block_n": 32, "small_block_h": 16,
+                          "small_num_warps": 4, "small_num_stages": 4, "small_min_split_tokens": 128,
+                          "small_pdl": True, "small_warp_specialize": True, "block_n": 16, "num_stages": 1},
 }
 
 
@@ -46,6 +50,8 @@ def test_render_of_the_default_is_the_kernel_source():
         ({"tile": 3}, "unknown knobs: ['tile']"),
         ({"num_stages": 4, "block_n": 128}, "shared memory estimate"),
         ({"block_h": 128, "num_warps": 8}, "accumulator needs 256 registers per thread"),
+        ({"small_batch_heads": 256, "small_num_stages": 4, "small_block_n": 128}, "small_shared memory estimate"),
+        ({"small_batch_heads": 256, "small_block_h": 128, "small_num_warps": 4}, "(small_block_h=128, small_num_warps=4)"),
     ],
 )
 def test_validate_names_what_is_wrong(change, reason):
@@ -84,6 +90,10 @@ def test_rendered_candidate_is_standalone_and_correct(name, tmp_path):
         ref = reference(**inputs)
         error = float((out.double() - ref.double()).norm() / ref.double().norm())
         assert error < PROBLEM.tolerance["float32"], (name, shape, error)
+    if name == "small-batch-class":
+        plan = module.split_plan(1, 16, 300)
+        assert (plan["block_n"], plan["block_h"], plan["num_warps"], plan["num_stages"]) == (32, 16, 4, 4)
+        assert plan["split_len"] % 32 == 0 and plan["split_len"] >= 128 and plan["pdl"]
     if name == "small-tiles-many-splits":
         plan = module.split_plan(1, 16, 300)
         assert plan["num_splits"] > point["combine_block_s"]  # the combine loop runs more than once
