@@ -19,6 +19,7 @@ cheaply; the callables import what they need when called. A definition module mu
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import random
 import zlib
@@ -193,16 +194,29 @@ class Problem:
             ``describe(point) -> str``. ``render(DEFAULT)`` is the seed kernel: it must pass
             the judge.
         regimes: the input distributions ``make_inputs`` accepts; ``"default"`` comes first.
-            Every regime is judged at the verify shapes. Declare those a wrong kernel would
-            fail and the default draw would not show: signs (an ELU without its negative
-            branch passes inputs in [0, 1)), ties (which of equal minima an argmin returns),
-            zeros (a division, a padded max), extremes (overflow, a softmax without its max).
-        vary_shape: ``(listed shape, rng) -> shape`` draws a member of the listed shape's
-            family, or None when the listed shapes are the only ones. A family keeps fixed
-            every dim the kernel is specialised for (head dims, widths it requires) and
+            Every regime is judged at the verify shapes; every judgement draws its checked
+            calls from these. Declare those a wrong kernel would fail and the default draw
+            would not show: signs (an ELU without its negative branch passes inputs in
+            [0, 1)), ties (which of equal minima an argmin returns), zeros (a division, a
+            padded max), extremes (overflow, a softmax without its max).
+        held_out: further regimes ``make_inputs`` accepts that an ordinary judgement never
+            draws: the held-out family (off-distribution probes, say). Only a judgement that
+            asks for it (``judge(..., confirm=True)``, a champion's confirmation; the plan's
+            ``held_out`` flag) checks them, so a loop cannot fit a kernel to them.
+        vary_shape: ``(listed shape, rng, spread=0.25) -> shape`` draws a member of the listed
+            shape's family, or None when the listed shapes are the only ones. A family keeps
+            fixed every dim the kernel is specialised for (head dims, widths it requires) and
             the batch/head counts, and varies the length dims (sequence, cache length)
-            around the listed value, so ragged lengths the list lacks appear. Each
-            problem's function documents its family. ``draw_shapes`` applies it.
+            within +-``spread`` of the listed value, so ragged lengths the list lacks appear.
+            Each problem's function documents its family. ``draw_shapes`` applies it; the
+            judge also nudges its timed shapes with a small ``spread`` (a few tokens), so a
+            kernel special-cased for the listed shapes shows. A function without the
+            ``spread`` argument (written against an earlier version) is called without it.
+        extra_outputs: ``(shape, dtype) -> ((name, shape, dtype name), ...)``, the outputs the
+            kernel returns after the one ``output`` describes, or None for one output. With
+            extra outputs, ``kernel`` (and the reference and the baselines) return the tuple
+            ``(out, *extras)``; every one is checked against the reference within the
+            tolerance of the working dtype (KDA's final state).
         notes / extra: free text for people and proposers; problem-specific data (e.g.
             ``launch_bound_shapes``: bench shapes also timed under CUDA-graph replay).
     """
@@ -227,14 +241,19 @@ class Problem:
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     regimes: tuple[str, ...] = (DEFAULT_REGIME,)
-    vary_shape: Callable[[Shape, random.Random], Shape] | None = None
+    vary_shape: Callable[..., Shape] | None = None
     reference_check: str | None = None
     input_dtypes: dict[str, str] = field(default_factory=dict)
+    held_out: tuple[str, ...] = ()
+    extra_outputs: Callable[[Shape, str], tuple[tuple[str, Shape, str], ...]] | None = None
 
     def __post_init__(self) -> None:
         if not self.regimes or self.regimes[0] != DEFAULT_REGIME or len(set(self.regimes)) != len(self.regimes):
             raise ValueError(f"problem {self.name!r}: regimes must be distinct and start with "
                              f"{DEFAULT_REGIME!r}, got {self.regimes!r}")
+        if set(self.held_out) & set(self.regimes) or len(set(self.held_out)) != len(self.held_out):
+            raise ValueError(f"problem {self.name!r}: held-out regimes must be distinct and not among the "
+                             f"drawn ones {self.regimes!r}, got {self.held_out!r}")
 
     def shape_set(self, which: str) -> tuple[Shape, ...]:
         if which not in self.shapes:
@@ -242,17 +261,30 @@ class Problem:
         return self.shapes[which]
 
     def check_regime(self, regime: str) -> str:
-        """Return ``regime`` if this problem knows it; otherwise raise ValueError naming the known ones."""
-        return check_regime(regime, self.regimes)
+        """Return ``regime`` if this problem knows it (drawn or held out); otherwise raise
+        ValueError naming the known ones."""
+        return check_regime(regime, self.regimes + self.held_out)
 
-    def draw_shapes(self, which: str, rng: random.Random) -> tuple[Shape, ...]:
+    def draw_shapes(self, which: str, rng: random.Random, spread: float | None = None) -> tuple[Shape, ...]:
         """``shape_set(which)`` with ``vary_shape`` applied to each shape, in order, drawing from
-        ``rng`` (the listed shapes unchanged when ``vary_shape`` is None). Deterministic for a
-        seeded ``rng``; the draws advance it."""
+        ``rng`` (the listed shapes unchanged when ``vary_shape`` is None), within +-``spread``
+        of each listed length (the family's own spread when None). Deterministic for a seeded
+        ``rng``; the draws advance it."""
         listed = self.shape_set(which)
         if self.vary_shape is None:
             return listed
-        return tuple(tuple(int(n) for n in self.vary_shape(shape, rng)) for shape in listed)
+        if spread is None:
+            return tuple(tuple(int(n) for n in self.vary_shape(shape, rng)) for shape in listed)
+        if "spread" not in inspect.signature(self.vary_shape).parameters:
+            return listed  # a family written before spreads existed: its shapes stay as listed
+        return tuple(tuple(int(n) for n in self.vary_shape(shape, rng, spread=spread)) for shape in listed)
+
+    def output_specs(self, shape: Shape, dtype: str) -> tuple[tuple[str, Shape, str], ...]:
+        """Every output the kernel returns, in order: ``(name, shape, dtype name)``; the first is
+        ``output``'s (named ``"out"``), the others ``extra_outputs``'."""
+        out_shape, out_dtype = self.output(shape, dtype)
+        extras = tuple(self.extra_outputs(shape, dtype)) if self.extra_outputs is not None else ()
+        return (("out", tuple(out_shape), out_dtype),) + tuple((n, tuple(s), d) for n, s, d in extras)
 
     def describe_shape(self, shape: Shape) -> str:
         return ",".join(f"{d}={n}" for d, n in zip(self.dims, shape))
@@ -295,5 +327,7 @@ class Problem:
             "causal": self.causal is not None,
             "notes": self.notes,
             "regimes": list(self.regimes),
+            "held_out": list(self.held_out),
             "vary_shape": self.vary_shape is not None,
+            "extra_outputs": self.extra_outputs is not None,
         }

@@ -149,7 +149,7 @@ def check_roofline(problem) -> list[str]:
 
 def check_inputs(problem) -> list[str]:
     wrong = []
-    for regime in problem.regimes:
+    for regime in problem.regimes + problem.held_out:
         for shape in problem.shapes.get("cpu", ()):
             args = (tuple(shape),)
             first, again, other = (problem.make_inputs(*args, seed, "cpu", problem.cpu_dtype, regime=regime)
@@ -185,37 +185,51 @@ def _input_dtype_failures(problem) -> list[str]:
 
 
 def _agreement(label: str, fn: Callable[..., Any], problem, reference: Callable[..., Any], share: float) -> list[str]:
+    from kernels.judge import outputs
+
     rule = compare.problem_rule(problem, "cpu", problem.cpu_dtype)
     rule = compare.Rule(rule.kind, rule.rms * share, rule.atol * share, rule.rtol * share)
     wrong = []
     for shape in problem.shapes.get("cpu", ()):
         inputs = problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype)
-        want = compare.as_reference(reference(**inputs), rule)
-        got, unusable = compare.unusable(fn(**inputs), rule)
-        ok, error, why = (False, float("inf"), unusable) if unusable else compare.compare(got, want, rule)
-        if not ok:
-            wrong.append(f"{label} differs from the reference at {problem.describe_shape(shape)}: "
-                         + (f"relative RMS error {error:.3g} > {rule.rms:.3g}" if rule.kind == "rms" else why))
+        count = len(problem.output_specs(tuple(shape), problem.cpu_dtype))
+        pairs = zip(outputs.parts(fn(**inputs), count), outputs.parts(reference(**inputs), count))
+        for got, want in pairs:
+            want = compare.as_reference(want, rule)
+            got, unusable = compare.unusable(got, rule)
+            ok, error, why = (False, float("inf"), unusable) if unusable else compare.compare(got, want, rule)
+            if not ok:
+                wrong.append(f"{label} differs from the reference at {problem.describe_shape(shape)}: "
+                             + (f"relative RMS error {error:.3g} > {rule.rms:.3g}" if rule.kind == "rms" else why))
+                break
     return wrong
 
 
 def check_reference(problem) -> list[str]:
     import torch
 
+    from kernels.judge import outputs
+
     reference = problem.load_reference()
     wrong = []
     for shape in problem.shapes.get("cpu", ()):
-        out = reference(**problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype))
-        want, dtype = problem.output(tuple(shape), problem.cpu_dtype)
-        want = tuple(want)
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            wrong.append(f"reference at {problem.describe_shape(shape)} gives {got}; output() says {want}")
-        elif compare.is_exact_dtype(dtype) != compare.is_exact_dtype(out.dtype):
-            wrong.append(f"reference at {problem.describe_shape(shape)} gives {out.dtype}; output() says {dtype} "
-                         "(integer and bool outputs are compared exactly: the reference returns that dtype)")
-        elif out.is_floating_point() and not bool(torch.isfinite(out).all()):
-            wrong.append(f"reference at {problem.describe_shape(shape)} has NaN or Inf")
+        returned = reference(**problem.make_inputs(tuple(shape), SEEDS[0], "cpu", problem.cpu_dtype))
+        specs = problem.output_specs(tuple(shape), problem.cpu_dtype)
+        try:
+            outs = outputs.parts(returned, len(specs))
+        except outputs.OutputError as error:
+            wrong.append(f"reference at {problem.describe_shape(shape)}: {error} (extra_outputs says so)")
+            continue
+        for (name, want, dtype), out in zip(specs, outs):
+            said = "output() says" if len(specs) == 1 else f"the problem says {name} is"
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(want):
+                got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                wrong.append(f"reference at {problem.describe_shape(shape)} gives {got}; {said} {tuple(want)}")
+            elif compare.is_exact_dtype(dtype) != compare.is_exact_dtype(out.dtype):
+                wrong.append(f"reference at {problem.describe_shape(shape)} gives {out.dtype}; {said} {dtype} "
+                             "(integer and bool outputs are compared exactly: the reference returns that dtype)")
+            elif out.is_floating_point() and not bool(torch.isfinite(out).all()):
+                wrong.append(f"reference at {problem.describe_shape(shape)} has NaN or Inf in {name}")
     alternate = problem.load_reference_check()
     if not wrong and alternate is not None:
         wrong += _agreement(f"reference_check ({problem.reference_check})", alternate, problem, reference,

@@ -60,8 +60,13 @@ def problem_section(problem: Problem) -> str:
     bench = problem.shape_set("bench") if "bench" in problem.shapes else ()
     example = ""
     if bench:
-        out_shape, out_dtype = problem.output(bench[0], problem.gpu_dtype)
-        example = f" For {problem.describe_shape(bench[0])} the output is {list(out_shape)} in {out_dtype}."
+        specs = problem.output_specs(bench[0], problem.gpu_dtype)
+        if len(specs) == 1:
+            example = f" For {problem.describe_shape(bench[0])} the output is {list(specs[0][1])} in {specs[0][2]}."
+        else:
+            listed = ", ".join(f"{name} {list(shape)} in {dtype}" for name, shape, dtype in specs)
+            example = (f" kernel returns the tuple ({', '.join(name for name, _, _ in specs)}); for "
+                       f"{problem.describe_shape(bench[0])}: {listed}. Every output is checked.")
     dtypes = (problem.gpu_dtype, problem.cpu_dtype)
     tolerance = ", ".join(f"{v:g} in {k}" for k, v in problem.tolerance.items() if k in dtypes)
     lines = [f"{PROBLEM_HEADING}: {problem.name} ({problem.title})"]

@@ -16,13 +16,11 @@ import os
 import time
 from typing import Any
 
-from kernels.judge import gpu_lease, plan as planning, scoring
+from kernels.judge import gpu_lease, outputs, plan as planning, scoring
 from kernels.judge.cgroups import Box
 from kernels.judge.children import Session, Stop
 from kernels.judge.gpu_lease import GpuLease
 
-ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-                 "int8": 1, "uint8": 1, "bool": 1}
 # Deadlines of one command to the candidate's process, in seconds (see runner.py).
 STARTUP_S = 180.0
 FIRST_CALL_S = {"cpu": 30.0, "cuda": 90.0}
@@ -32,14 +30,9 @@ CALL_FACTOR = 20.0
 
 
 def output_bytes(spec, shape, dtype: str) -> int:
-    """Bytes of the output of ``spec`` at ``shape`` in ``dtype`` (what the pipe must carry)."""
-    out_shape, out_dtype = spec.output(tuple(shape), dtype)
-    if out_dtype not in ELEMENT_BYTES:
-        raise ValueError(f"no element size known for output dtype {out_dtype!r}; add it to ELEMENT_BYTES")
-    numel = 1
-    for n in out_shape:
-        numel *= int(n)
-    return numel * ELEMENT_BYTES[out_dtype]
+    """Bytes of every output of one call of ``spec`` at ``shape`` in ``dtype`` together (what
+    the pipe must carry for it: KDA's final state as well as its output)."""
+    return sum(outputs.sizes(spec, tuple(shape), dtype))
 
 
 def largest_message(spec, the_plan: planning.Plan, dtype: str) -> int:

@@ -21,6 +21,14 @@ never seen them and learns them only when its batch starts), its output is poiso
 the call, and every output of every timed call is compared by the referee with the reference
 of its own inputs at the problem's tolerance (``b{j}/t{k}/{i}``): a timed call is made exactly
 as a checked one is, so nothing the candidate can observe tells them apart.
+
+The timed shapes are the listed ones nudged by a few tokens per judgement (``BENCH_SPREAD`` of
+each length, through the problem's family), so a kernel special-cased for the listed shapes
+shows; a shape's speed must hold when its layout shifts by a token.
+
+The held-out family: with ``held_out=True`` (a champion's confirmation) the checked calls also
+draw from the problem's ``held_out`` regimes (off-distribution probes), which an ordinary
+judgement never draws, so a loop never sees them until its champion is confirmed.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from kernels.problem import Problem
 
 PERTURBATIONS = 2   # causality cuts per verify shape
 BATCH_CALLS = 5     # timed calls per batch (per provider)
+BENCH_SPREAD = 0.01  # timed lengths within +-1 % of the listed ones: T = 8192 becomes 8111..8273
 
 
 @dataclass
@@ -125,11 +134,18 @@ def regimes_of(problem: Problem) -> tuple[str, ...]:
     return tuple(getattr(problem, "regimes", None) or ("default",))
 
 
-def draw_shapes(problem: Problem, which: str, rng: random.Random) -> tuple[tuple[int, ...], ...]:
-    """The named shape set, each shape drawn from its family where the problem has one."""
+def held_out_of(problem: Problem) -> tuple[str, ...]:
+    return tuple(getattr(problem, "held_out", None) or ())
+
+
+def draw_shapes(problem: Problem, which: str, rng: random.Random,
+                spread: float | None = None) -> tuple[tuple[int, ...], ...]:
+    """The named shape set, each shape drawn from its family where the problem has one
+    (within +-``spread`` of each listed length when given)."""
     draw = getattr(problem, "draw_shapes", None)
     if draw is not None and getattr(problem, "vary_shape", None) is not None:
-        return tuple(tuple(int(n) for n in s) for s in draw(which, rng))
+        drawn = draw(which, rng) if spread is None else draw(which, rng, spread=spread)
+        return tuple(tuple(int(n) for n in s) for s in drawn)
     return tuple(tuple(s) for s in problem.shape_set(which))
 
 
@@ -144,12 +160,14 @@ def _seed(rng: random.Random) -> int:
 
 
 def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
-          graph_shapes: tuple[tuple[int, ...], ...] = ()) -> Plan:
-    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call."""
-    regimes = regimes_of(problem)
+          graph_shapes: tuple[tuple[int, ...], ...] = (), held_out: bool = False) -> Plan:
+    """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call;
+    with ``held_out``, the checked calls' regimes include the problem's held-out family."""
+    regimes = regimes_of(problem) + (held_out_of(problem) if held_out else ())
     offset = rng.randrange(len(regimes))
     verify = draw_shapes(problem, "cpu" if cpu else "verify", rng)
-    bench_shapes = tuple(tuple(s) for s in problem.shape_set("cpu" if cpu else "bench"))
+    listed_bench = tuple(tuple(s) for s in problem.shape_set("cpu" if cpu else "bench"))
+    bench_shapes = draw_shapes(problem, "cpu" if cpu else "bench", rng, spread=BENCH_SPREAD)
     checks: list[Call] = []
     turn = 0
     for j, shape in enumerate(verify):
@@ -186,7 +204,8 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
         label = problem.describe_shape(shape)
         recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
                        when=f"at {label}, called again after timing: correct before, wrong after?")
-        bench.append(Bench(j, list(shape), seeds_j, "default", batches, recheck, graph=shape in graph_shapes))
+        bench.append(Bench(j, list(shape), seeds_j, "default", batches, recheck,
+                           graph=listed_bench[j] in graph_shapes))
     return Plan(checks, bench, warmup)
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import time
 import traceback
 from typing import Any
 
-from kernels.judge import compare as comparing, gpu_lease, plan as planning, protocol
+from kernels.judge import compare as comparing, gpu_lease, outputs, plan as planning, protocol
 from kernels.judge.gpu_lease import GpuLease
 from kernels.judge.referee_baselines import baseline_for, fingerprint, prime, release_memory
 
@@ -68,8 +67,10 @@ class Referee:
             with self.torch.no_grad():
                 out = self.reference(**inputs)
             # Kept where they were made: on a GPU the comparisons run there too (a kda bench
-            # output holds 134 M values: comparing it on the CPU cost seconds per check).
-            self.refs[key] = comparing.as_reference(out, self.rule)
+            # output holds 134 M values: comparing it on the CPU cost seconds per check). Always a
+            # tuple: the outputs of a problem with extra outputs (KDA's final state), or the one.
+            count = len(outputs.names(self.problem, tuple(call.shape), self.dtype))
+            self.refs[key] = tuple(comparing.as_reference(part, self.rule) for part in outputs.parts(out, count))
             del inputs, out
             if self.device == "cuda":
                 self.torch.cuda.empty_cache()
@@ -97,35 +98,10 @@ class Referee:
 
     # comparing -------------------------------------------------------------------
     def read_output(self, call: planning.Call, path: str):
-        """The output the caller wrote to ``path`` for ``call``, as a tensor; or an error message.
-
-        Opened without following a link and read only if it is a regular file of exactly the
-        size the plan gives this output's shape and dtype."""
-        torch = self.torch
-        shape, dtype_name = self.problem.output(tuple(call.shape), self.dtype)
-        dtype = getattr(torch, dtype_name)
-        numel = 1
-        for n in shape:
-            numel *= n
-        size = numel * torch.empty((), dtype=dtype).element_size()
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size != size:
-                return (f"the output for {call.key} is {info.st_size} bytes, not the {size} of {tuple(shape)} "
-                        f"{dtype_name}")
-            data = bytearray(size)
-            view, read = memoryview(data), 0
-            while read < size:
-                got = os.readv(fd, [view[read:]])
-                if got <= 0:
-                    return f"the output for {call.key} ended after {read} of {size} bytes"
-                read += got
-        finally:
-            os.close(fd)
-        out = torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(shape) if size else \
-            torch.empty(shape, dtype=dtype)
-        return out.to(self.device)
+        """Every output the caller wrote to ``path`` for ``call``, as tensors; or an error message
+        (``outputs.read_exact``: a regular file of exactly the size of all of them, no link)."""
+        return outputs.read_exact(self.torch, self.problem, tuple(call.shape), self.dtype, path, call.key,
+                                  self.device)
 
     def compare(self, key: str, path: str) -> dict[str, Any]:
         call = self.calls.get(key)
@@ -141,30 +117,42 @@ class Referee:
             if "/t" in key:  # a timed call's reference serves once: drop it
                 self.refs.pop(self.ref_key(call), None)
 
-    def judge_output(self, key: str, call: planning.Call, out) -> dict[str, Any]:
+    def judge_output(self, key: str, call: planning.Call, outs: tuple) -> dict[str, Any]:
         label = self.problem.describe_shape(tuple(call.shape))
         what = call.when or key
-        ref = self.ref_of(call)
-        if tuple(out.shape) != tuple(ref.shape):
-            return self.fail(key, "incorrect", f"output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
-        out, unusable = comparing.unusable(out, self.rule)
-        if unusable:
-            return self.fail(key, "incorrect", f"{unusable} {what}: unwritten elements, overflow or a wrong dtype",
-                             error=float("inf"))
+        refs = self.ref_of(call)
+        names = outputs.names(self.problem, tuple(call.shape), self.dtype)
+        checked = []
+        for name, out, ref in zip(names, outs, refs):
+            which = "" if len(names) == 1 else f"{name}: "
+            if tuple(out.shape) != tuple(ref.shape):
+                return self.fail(key, "incorrect",
+                                 f"{which}output shape {tuple(out.shape)} != {tuple(ref.shape)} {what}")
+            out, unusable = comparing.unusable(out, self.rule)
+            if unusable:
+                return self.fail(key, "incorrect", f"{which}{unusable} {what}: unwritten elements, overflow or a "
+                                 "wrong dtype", error=float("inf"))
+            checked.append(out)
+        outs = tuple(checked)
         if key.endswith("/seed1"):
-            self.outputs[key] = out
+            self.outputs[key] = outs
             failure = self.constant(key.rpartition("/")[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure)
-        ok, error, why = comparing.compare(out, ref, self.rule)  # the problem's rule, timed calls included
-        if not ok:
-            return self.fail(key, "incorrect", f"{why} {what}", error=error)
+        # Every output by the problem's rule on its own (KDA's final state as well as o), timed
+        # calls included: the call's error is the worst of them.
+        results = [comparing.compare(out, ref, self.rule) for out, ref in zip(outs, refs)]
+        error = max(result[1] for result in results)
+        for name, (ok, wrong_by, why) in zip(names, results):
+            if not ok:
+                which = "" if len(names) == 1 else f"output {name!r}: "
+                return self.fail(key, "incorrect", f"{which}{why} {what}", error=wrong_by)
         if call.base:
-            failure = self.causal(call, out, label)
+            failure = self.causal(call, outs[0], label)
             if failure:
                 return self.fail(key, "incorrect", failure, error=error)
         if "/t" not in key:  # timed outputs are not referred to again
-            self.outputs[key] = out
+            self.outputs[key] = outs
         self.judged[key] = True
         return {"kind": "verdict", "key": key, "ok": True, "error": error}
 
@@ -177,12 +165,15 @@ class Referee:
 
     def constant(self, group: str, label: str) -> str | None:
         first, second = self.outputs.get(f"{group}/seed0"), self.outputs.get(f"{group}/seed1")
-        if first is None or second is None or not self.torch.equal(first, second):
+        if first is None or second is None or not self.same(first, second):
             return None
-        if self.torch.equal(self.ref_of(self.calls[f"{group}/seed0"]), self.ref_of(self.calls[f"{group}/seed1"])):
+        if self.same(self.ref_of(self.calls[f"{group}/seed0"]), self.ref_of(self.calls[f"{group}/seed1"])):
             return None
         return (f"the output does not depend on the inputs at {label}: two different inputs gave the same output "
                 "(cached or constant)")
+
+    def same(self, first: tuple, second: tuple) -> bool:
+        return all(self.torch.equal(a, b) for a, b in zip(first, second))
 
     def causal(self, call: planning.Call, out, label: str) -> str | None:
         """Outputs before the cut must not move when inputs after it change.
@@ -192,6 +183,7 @@ class Referee:
         a tenth of the tolerance is information flowing backwards.
         """
         base = self.outputs.get(call.base)
+        base = base[0] if base is not None else None  # the output along time (the first)
         if base is None:
             return f"causality check at {label}: the unperturbed output {call.base} was not judged first"
         cut = call.perturb["cut"]
@@ -253,6 +245,7 @@ class Referee:
         if self.device == "cuda" and self.flusher is None:
             self.flusher = timing.L2Flusher()
         bench = self.plan.bench[bench_index]
+        count = len(outputs.names(self.problem, tuple(bench.shape), self.dtype))
         call_ms = []
         cpu_started, started = time.process_time(), time.perf_counter()
         with self.torch.no_grad():
@@ -260,7 +253,7 @@ class Referee:
                 inputs = self.inputs(bench, seed)
                 out, event, _ = timing.timed_call(lambda: self.baseline(**inputs), self.device, self.flusher)
                 call_ms.append(event)
-                out.detach().to("cpu", copy=True).contiguous().view(self.torch.uint8).numpy().tobytes()
+                outputs.raw(self.torch, tuple(part.detach().to("cpu", copy=True) for part in outputs.parts(out, count)))
                 del out
         return {"kind": "timed", "call_ms": call_ms, "batch_ms": (time.perf_counter() - started) * 1e3,
                 "cpu_ms": (time.process_time() - cpu_started) * 1e3}

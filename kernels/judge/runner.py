@@ -115,6 +115,8 @@ def judge(
     use; default one per visible GPU in the temp folder. CPU judgements take one only when given.
     ``referees`` (a worker's ``RefereePool`` for this device) lends a referee that may have judged
     before, its baselines already compiled and autotuned; without one, a fresh referee process.
+    ``confirm`` (a would-be champion's confirmation) times more calls and also checks the
+    problem's held-out input family (``Problem.held_out``), which no other judgement draws.
     """
     from kernels.registry import get_problem
 
@@ -164,8 +166,9 @@ def judge(
     default_reps = (CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS)
     reps = timing_reps or default_reps
     graph_shapes = tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", [])) if not cpu else ()
+    # A confirmation (a would-be champion's second judgement) also checks the held-out family.
     the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=reps, warmup=CPU_WARMUP if cpu else GPU_WARMUP,
-                              rng=secrets.SystemRandom(), graph_shapes=graph_shapes)
+                              rng=secrets.SystemRandom(), graph_shapes=graph_shapes, held_out=confirm)
     workdir = tempfile.mkdtemp(prefix="marathon-judge-")
     os.chmod(workdir, 0o755)
     # The candidate's only writable place (its HOME, TMPDIR, Triton cache): under isolation a

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from kernels.judge import outputs
 from kernels.judge.rejections import Reject
 
 
@@ -40,9 +41,9 @@ class Calls:
         On a GPU the L2 cache is flushed after the inputs were written, so a call cannot find
         them there; the ms are this process's own account, compared with the caller's clock."""
         torch = self.torch
-        out_shape, out_dtype = self.problem.output(shape, self.dtype)
         clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        self.poison(out_shape, out_dtype)
+        for _, out_shape, out_dtype in self.problem.output_specs(shape, self.dtype):
+            self.poison(out_shape, out_dtype)
         if self.device == "cuda":
             if self.flusher is None:
                 from kernels import timing
@@ -68,22 +69,19 @@ class Calls:
         if self.guards.STATE.own_launches == launches:
             raise Reject("forbidden",
                          f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
-        if type(out) is not torch.Tensor:
-            kind = f"{type(out).__module__}.{type(out).__name__}"
-            raise Reject("incorrect", f"output must be a plain torch.Tensor, got {kind} ({when})")
-        if tuple(out.shape) != tuple(out_shape) or str(out.dtype).removeprefix("torch.") != out_dtype:
-            raise Reject("incorrect", f"output must be {tuple(out_shape)} {out_dtype}, got {tuple(out.shape)} "
-                         f"{str(out.dtype).removeprefix('torch.')} ({when})")
-        if out.device.type != torch.device(self.device).type or (out.numel() and out.data_ptr() == 0):
-            raise Reject("incorrect", f"output must live on {self.device} with storage ({when})")
+        try:
+            got = outputs.check(self.problem, shape, self.dtype, out, self.device)
+        except outputs.OutputError as error:
+            raise Reject("incorrect", f"{error} ({when})") from None
         for name, clone in clones.items():
             if not torch.equal(inputs[name], clone):
                 raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
-        return out.detach().to("cpu", copy=True), call_ms
+        return tuple(part.detach().to("cpu", copy=True) for part in got), call_ms
 
-    def raw(self, out) -> bytes:
-        """The output's bytes, as the referee reads them (dtype and shape known from the plan)."""
-        return out.contiguous().view(self.torch.uint8).numpy().tobytes()
+    def raw(self, outs) -> bytes:
+        """The outputs' bytes back to back, as the referee reads them (dtypes and shapes known
+        from the plan)."""
+        return outputs.raw(self.torch, outs)
 
     # commands ------------------------------------------------------------------
     # The caller streams the plan one call at a time; this process never holds the rest of it.
@@ -134,16 +132,16 @@ class Calls:
         bench, batch = command["bench"], command["batch"]
         shape = tuple(bench["shape"])
         label = self.problem.describe_shape(shape)
-        call_ms, outputs, payload = [], [], bytearray()
+        call_ms, sent, payload = [], [], bytearray()
         for index, seed in enumerate(batch["seeds"]):
             inputs = plan.make_inputs(self.problem, shape, seed, bench["regime"], self.device, self.dtype)
             out, ms = self.invoke(inputs, shape, f"in a timed call at {label}")
             data = self.raw(out)
             call_ms.append(ms)
-            outputs.append({"key": f"b{bench['index']}/t{batch['index']}/{index}", "nbytes": len(data)})
+            sent.append({"key": f"b{bench['index']}/t{batch['index']}/{index}", "nbytes": len(data)})
             payload += data
             del out, inputs
-        return {"kind": "timed", "call_ms": call_ms, "outputs": outputs,
+        return {"kind": "timed", "call_ms": call_ms, "outputs": sent,
                 "batch_ms": (time.perf_counter() - started) * 1e3, "payload": bytes(payload)}
 
     def graph(self, command: dict[str, Any]) -> dict[str, Any]:

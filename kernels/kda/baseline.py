@@ -36,27 +36,29 @@ def fla_chunk_kda() -> Callable[..., Any]:
 def _fla_chunk_kda(**flags: Any) -> Callable[..., Any]:
     chunk_kda = fla_chunk_kda()
 
-    def fla(q, k, v, g, beta, scale):
-        """FLA chunk_kda with ``flags``; returns o [B, T, H, D] only."""
-        out, _ = chunk_kda(q, k, v, g, beta, scale=scale, output_final_state=False, **flags)
-        return out
+    def fla(q, k, v, g, beta, scale, initial_state):
+        """FLA chunk_kda with ``flags`` from ``initial_state``; returns (o [B, T, H, D], final
+        state [B, H, D, D] fp32)."""
+        return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=True,
+                         **flags)
 
     return fla
 
 
 def _on_cpu() -> dict[str, Callable[..., Any]]:
-    from kernels.kda.reference import kda_reference
+    from kernels.kda.reference import kda_state_reference
 
-    return {"reference": kda_reference}
+    return {"reference": kda_state_reference}
 
 
 def baselines(device: str) -> dict[str, Callable[..., Any]]:
-    """The bounded problem's baselines: label -> ``fn(q, k, v, g, beta, scale)``, the first
-    primary. On CUDA ``{"fla-safe-gate": ..., "fla": ...}`` (both autotune on their first call:
-    warm them up before timing); without ``fla`` importable this raises, so that no GPU speedup
-    is ever measured against the float64 reference by accident (seen on the H200: a referee that
-    could not import FLA timed the reference, 361 ms a call against the seed's 4.1 ms). On
-    the CPU ``{"reference": kda_reference}``."""
+    """The bounded problem's baselines: label -> ``fn(q, k, v, g, beta, scale, initial_state)``
+    returning ``(o, final_state)``, the first primary. On CUDA ``{"fla-safe-gate": ..., "fla":
+    ...}`` (both autotune on their first call: warm them up before timing); without ``fla``
+    importable this raises, so that no GPU speedup is ever measured against the float64
+    reference by accident (seen on the H200: a referee that could not import FLA timed the
+    reference, 361 ms a call against the seed's 4.1 ms). On the CPU
+    ``{"reference": kda_state_reference}``."""
     if str(device).startswith("cuda"):
         return {"fla-safe-gate": _fla_chunk_kda(safe_gate=True, lower_bound=GATE_LOWER_BOUND),
                 "fla": _fla_chunk_kda()}
@@ -73,16 +75,15 @@ def general_baselines(device: str) -> dict[str, Callable[..., Any]]:
 
 def varlen_baselines(device: str) -> dict[str, Callable[..., Any]]:
     """The packed-sequence problem's baseline: label -> ``fn(q, k, v, g, beta, scale,
-    initial_state, cu_seqlens)`` returning o. FLA's default path on CUDA (raises without
+    initial_state, cu_seqlens)`` returning (o, final_state). FLA's default path on CUDA (raises without
     ``fla``), the reference on the CPU."""
     if str(device).startswith("cuda"):
         chunk_kda = fla_chunk_kda()
 
         def fla(q, k, v, g, beta, scale, initial_state, cu_seqlens):
-            """FLA chunk_kda from ``initial_state`` over the packed sequences; o only."""
-            out, _ = chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=False,
-                               cu_seqlens=cu_seqlens)
-            return out
+            """FLA chunk_kda from ``initial_state`` over the packed sequences: (o, final states)."""
+            return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=True,
+                             cu_seqlens=cu_seqlens)
 
         return {"fla": fla}
     from kernels.kda.reference import kda_varlen_reference

@@ -659,5 +659,5 @@ def kda_forward(q, k, v, g, beta, scale=None, initial_state=None, output_final_s
     return (out, final) if output_final_state else out
 
 
-def kernel(q, k, v, g, beta, scale):
-    return kda_forward(q, k, v, g, beta, scale)
+def kernel(q, k, v, g, beta, scale, initial_state):
+    return kda_forward(q, k, v, g, beta, scale, initial_state, True)

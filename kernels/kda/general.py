@@ -4,13 +4,19 @@ The same operator as ``kda`` (``kernels/kda/definition.py``: the recurrence, q a
 L2-normalized, beta in (0, 1), fp32 log-decays g), without the promise that gates stay above
 -5. Gates here are what models and FLA's own tests produce, unclamped:
 
-- ``"default"``: ``g = logsigmoid(randn)`` (mostly in (-5, 0), a tail down to about -10);
+- ``"default"``: the Kimi Linear model's gate as the layer computes it (``gates.py``),
+  ``g = -exp(A_log) * softplus(raw + dt_bias)`` with ``A_log = log U(1, 16)`` per head, per-channel
+  biases and per-sequence shifts: long-memory channels next to fast-decaying ones (down to about
+  -70) in every tensor;
+- ``"long_memory"``: ``g = logsigmoid(randn + 6)`` everywhere (per-step decay about e^-0.0025);
 - ``"strong_decay"``: ``g = logsigmoid(randn) / 0.1``, FLA's ``gate_logit_normalizer = 0.1``
   (down to about -50: a token forgets its state within a step or two);
-- ``"kimi"``: the Kimi Linear model's gate, ``g = -exp(A_log) * softplus(raw + dt_bias)`` with
-  ``A_log = log U(1, 16)`` per head and ``dt_bias ~ N(0, 1)`` per head and channel (down to
-  about -70).
-Outside the default regime the scale is ``D ** -0.5 * 2 ** U(-1, 1)``, as in ``kda``.
+- ``"kimi"``: FLA's test gate, ``g = -exp(A_log) * softplus(raw + dt_bias)`` with
+  ``dt_bias ~ N(0, 1)`` per head and channel (mostly fast decay);
+- ``"probe"`` (held out, as in ``kda``): saturated gates (0 and -50 exactly), one-hot keys,
+  betas pushed to the ends.
+The scale is ``D ** -0.5 * 2 ** U(-1, 1)`` in every regime, and initial states are drawn, as in
+``kda``; the outputs are ``(o, final_state)``.
 
 Which baseline, and why: FLA's ``chunk_kda`` with its default flags, the path that makes no
 promise about the gates' range, so it is the matching path for general gates. The bounded
@@ -23,10 +29,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kernels.kda.definition import PROBLEM as BOUNDED, draw_common, finish_inputs
+from kernels.kda import gates
+from kernels.kda.definition import HELD_OUT, LONG_MEMORY_GATE_SHIFT, PROBLEM as BOUNDED, draw_common, finish_inputs
 from kernels.problem import Shape, check_regime
 
-REGIMES = ("default", "strong_decay", "kimi")
+REGIMES = ("default", "long_memory", "strong_decay", "kimi")
 GATE_LOGIT_NORMALIZER = 0.1
 KIMI_A_RANGE = (1.0, 16.0)
 
@@ -40,11 +47,13 @@ def make_inputs(
     import torch
     import torch.nn.functional as F
 
-    check_regime(regime, REGIMES)
+    check_regime(regime, REGIMES + HELD_OUT)
     gen, draws = draw_common(shape, seed, device, regime)
     raw = draws["raw"]
-    if regime == "default":
-        g = F.logsigmoid(raw)
+    if regime in ("default", "probe"):
+        g = gates.kimi_gate(raw, gen, None)
+    elif regime == "long_memory":
+        g = F.logsigmoid(raw + LONG_MEMORY_GATE_SHIFT)
     elif regime == "strong_decay":
         g = F.logsigmoid(raw) / GATE_LOGIT_NORMALIZER
     else:
@@ -54,7 +63,7 @@ def make_inputs(
         a_log = torch.log(low + (high - low) * unit)
         dt_bias = torch.randn(heads, dim, generator=gen, device=raw.device)
         g = -a_log.exp()[:, None] * F.softplus(raw + dt_bias)
-    return finish_inputs(draws, g, device, dtype)
+    return finish_inputs(draws, g, device, dtype, gen, probe=regime == "probe", lower_bound=None)
 
 
 # kda's problem in every field but the gates and what follows from them: the same operator,

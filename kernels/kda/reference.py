@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import torch
 
+# On a GPU, sequences up to this many tokens (the judge's short verify shapes) are referenced by
+# the token-by-token loop: about 5 launches a token, some 50 ms at T = 1000.
+LOOP_STEPS = 2048
+
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor) -> None:
     if q.dim() != 4:
@@ -69,12 +73,13 @@ def kda_reference(
     ``output_final_state``.
 
     ``method``: "loop" is the token-by-token recurrence (``kda_loop_reference``), "chunked" the
-    chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU (small
-    shapes, the most obviously right form) and the chunked form on a GPU, where the loop is
-    launch-bound (7.3 s at (1, 32768, 32, 128) on an H200). Tests check that both agree.
+    chunkwise closed form (``kda_chunked_reference``); "auto" takes the loop on the CPU and on
+    a GPU up to ``LOOP_STEPS`` tokens (the fp64 token-by-token oracle: no algebra shared with a
+    chunked kernel), the chunked form beyond, where the loop is launch-bound (7.3 s at
+    (1, 32768, 32, 128) on an H200). Tests check that both agree.
     """
     if method == "auto":
-        method = "chunked" if q.is_cuda else "loop"
+        method = "chunked" if q.is_cuda and q.shape[1] > LOOP_STEPS else "loop"
     if method not in ("loop", "chunked"):
         raise ValueError(f"method must be 'auto', 'loop' or 'chunked', got {method!r}")
     _check(q, k, v, g, beta)
@@ -221,9 +226,18 @@ def kda_chunked_reference(
     return (out, state.float()) if output_final_state else out
 
 
+def kda_state_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                        scale: float, initial_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``kda_reference`` from an initial state, handing over the final state (problems ``kda``
+    and ``kda-general``): q, k, v, g [B, T, H, D], beta [B, T, H], initial_state [B, H, D, D].
+    Returns (o [B, T, H, D], final_state [B, H, D, D]), float32."""
+    return kda_reference(q, k, v, g, beta, scale, initial_state, True)
+
+
 def kda_varlen_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                         scale: float, initial_state: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
-    """``kda_reference`` from an initial state over packed sequences, o only (problem
-    ``kda-varlen``): q, k, v, g [1, T, H, D], beta [1, T, H], initial_state [N, H, D, D],
-    cu_seqlens [N + 1]. Returns o [1, T, H, D] float32."""
-    return kda_reference(q, k, v, g, beta, scale, initial_state, False, cu_seqlens)
+                         scale: float, initial_state: torch.Tensor,
+                         cu_seqlens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``kda_reference`` from an initial state over packed sequences (problem ``kda-varlen``):
+    q, k, v, g [1, T, H, D], beta [1, T, H], initial_state [N, H, D, D], cu_seqlens [N + 1].
+    Returns (o [1, T, H, D], final_state [N, H, D, D]), float32."""
+    return kda_reference(q, k, v, g, beta, scale, initial_state, True, cu_seqlens)

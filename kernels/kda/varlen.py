@@ -75,3 +75,9 @@ def kda_forward(q, k, v, g, beta, scale: Optional[float] = None, initial_state: 
     """
     layout = None if cu_seqlens is None else PackedSequences(q, cu_seqlens, CONFIG["chunk"])
     return chunk_forward(q, k, v, g, beta, scale, initial_state, output_final_state, layout)
+
+
+def packed_kernel(q, k, v, g, beta, scale, initial_state, cu_seqlens):
+    """The ``kda-varlen`` problem's entry: ``kda_forward`` from ``initial_state`` over the packed
+    sequences, returning ``(o, final_state)``."""
+    return kda_forward(q, k, v, g, beta, scale, initial_state, True, cu_seqlens)

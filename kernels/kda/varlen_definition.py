@@ -4,20 +4,20 @@ What serving engines run at prefill: N requests of different lengths packed alon
 ``cu_seqlens``), each continuing from its cached state. Shapes are ``(N, T, H, D)``:
 
     q, k, v, g [1, T, H, D], beta [1, T, H], scale, initial_state [N, H, D, D] fp32,
-    cu_seqlens [N + 1] int64  ->  o [1, T, H, D]
+    cu_seqlens [N + 1] int64  ->  (o [1, T, H, D], final_state [N, H, D, D] fp32)
 
-- **Gates** as ``kda-general`` draws them (``general.py``: unbounded; regimes ``default``,
-  ``strong_decay``, ``kimi``), the gates models produce.
+- **Gates** as ``kda-general`` draws them (``general.py``: unbounded, the Kimi gate with
+  long-memory channels next to fast ones by default; regimes ``long_memory``, ``strong_decay``,
+  ``kimi``; the held-out ``probe``), the gates models produce.
 - **Lengths drawn from the seed**: N - 1 distinct cut points uniform in [1, T - 1], so every
   sequence holds at least one token, lengths are ragged and seldom multiples of a chunk, and a
-  kernel cannot know them in advance. The total T, hence the work, follows from the shape.
+  kernel cannot know them in advance. The total T, hence the work, follows from the shape. The
+  ``probe`` regime also makes about half the sequences one token long.
 - **Initial states** normal with standard deviation ``STATE_STD`` per entry (fp32).
 
-Only o is compared (the judge compares one output tensor): the final state, which engines keep
-for decoding, is what ``kernels.kda.kda_forward(..., output_final_state=True)`` returns and what
-its tests and the H200 parity script check; a candidate here is judged on o from the initial
-state over every packed sequence. Causality holds along the packed T: outputs before a token
-depend only on the tokens before it and on the initial states.
+Both outputs are compared: o from the initial state over every packed sequence, and the final
+state of each sequence, which engines keep for decoding. Causality holds along the packed T:
+outputs before a token depend only on the tokens before it and on the initial states.
 
 Which baseline, and why: FLA's ``chunk_kda`` on its default path (the gates are unbounded), with
 the same ``initial_state`` and ``cu_seqlens``.
@@ -29,6 +29,7 @@ import random
 from typing import Any
 
 from kernels.kda.definition import FLOP_CHUNK, _check_shape as check_dense_shape
+from kernels.kda.definition import HELD_OUT
 from kernels.kda.general import PROBLEM as GENERAL, REGIMES, make_inputs as general_inputs
 from kernels.problem import CausalAxis, ELEMENT_BYTES, Problem, Shape, dtype_name, input_generator, vary_length
 
@@ -57,6 +58,13 @@ def make_inputs(
     inputs = general_inputs((1, total, heads, dim), seed, device, dtype, regime)
     gen, where = input_generator(seed, f"{regime}:packing", device)
     cuts = (torch.randperm(total - 1, generator=gen, device=where)[: sequences - 1] + 1).sort().values
+    if regime == "probe" and sequences > 1:
+        # One-token sequences first: the cut after each of the first N // 2 tokens.
+        ones = torch.arange(1, sequences // 2 + 1, device=where)
+        rest = cuts[cuts > sequences // 2]
+        cuts = torch.cat([ones, rest])[: sequences - 1]
+        if cuts.numel() < sequences - 1:  # too few cuts left past the ones: fill with the next tokens
+            cuts = torch.arange(1, sequences, device=where)
     zero_and_total = torch.tensor([0, total], dtype=torch.int64, device=where)
     offsets = torch.cat([zero_and_total[:1], cuts.to(torch.int64), zero_and_total[1:]])
     state = STATE_STD * torch.randn(sequences, heads, dim, dim, generator=gen, device=where)
@@ -65,15 +73,21 @@ def make_inputs(
     return inputs
 
 
-def vary_shape(shape: Shape, rng: random.Random) -> Shape:
-    """A member of ``shape``'s family: N, H and D kept, T uniform within +-25% (at least N)."""
+def vary_shape(shape: Shape, rng: random.Random, spread: float = 0.25) -> Shape:
+    """A member of ``shape``'s family: N, H and D kept, T uniform within +-``spread`` (at least N)."""
     sequences, total, heads, dim = _check_shape(shape)
-    return (sequences, max(sequences, vary_length(total, rng)), heads, dim)
+    return (sequences, max(sequences, vary_length(total, rng, spread)), heads, dim)
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
     _, total, heads, dim = _check_shape(shape)
     return (1, total, heads, dim), dtype_name(dtype)
+
+
+def final_state_output(shape: Shape, dtype: str) -> tuple[tuple[str, Shape, str], ...]:
+    """The output after ``o``: each sequence's final state [N, H, D, D] in fp32."""
+    sequences, _, heads, dim = _check_shape(shape)
+    return (("final_state", (sequences, heads, dim, dim), "float32"),)
 
 
 def flops(shape: Shape, dtype: str = "bfloat16") -> float:
@@ -83,10 +97,11 @@ def flops(shape: Shape, dtype: str = "bfloat16") -> float:
 
 
 def bytes_moved(shape: Shape, dtype: str = "bfloat16") -> float:
-    """``kda``'s ideal traffic per token and head, plus the initial states read once (fp32)."""
+    """``kda``'s ideal traffic per token and head, plus the initial states read and the final
+    states written once (fp32)."""
     sequences, total, heads, dim = _check_shape(shape)
     element = ELEMENT_BYTES[dtype_name(dtype)]
-    return float(total * heads * (4 * dim * element + 4 * dim + element) + sequences * heads * dim * dim * 4)
+    return float(total * heads * (4 * dim * element + 4 * dim + element) + 2 * sequences * heads * dim * dim * 4)
 
 
 BENCH_SHAPES: tuple[Shape, ...] = (
@@ -113,12 +128,14 @@ PROBLEM = Problem(
     bytes_moved=bytes_moved,
     reference="kernels.kda.reference:kda_varlen_reference",
     baselines="kernels.kda.baseline:varlen_baselines",
-    ours="kernels.kda.varlen:kda_forward",
+    ours="kernels.kda.varlen:packed_kernel",
     space="kernels.kda.varlen_space",
     causal=CausalAxis("T", {"q": 1, "k": 1, "v": 1, "g": 1, "beta": 1}, 1),
     notes="Engines' prefill: ragged requests packed along T, each from its cached state. Memory-bound "
     "like kda; short sequences leave the state scan with little parallelism.",
     extra={"launch_bound": False},
     regimes=REGIMES,
+    held_out=HELD_OUT,
     vary_shape=vary_shape,
+    extra_outputs=final_state_output,
 )

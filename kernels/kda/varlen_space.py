@@ -17,10 +17,11 @@ from kernels.config_source import splice
 from kernels.kda import space as dense
 
 _VARLEN_PATH = Path(__file__).with_name("varlen.py")
-DENSE_ENTRY = "\n\ndef kernel(q, k, v, g, beta, scale):\n    return kda_forward(q, k, v, g, beta, scale)\n"
+DENSE_ENTRY = ("\n\ndef kernel(q, k, v, g, beta, scale, initial_state):\n"
+               "    return kda_forward(q, k, v, g, beta, scale, initial_state, True)\n")
 IMPORTS_END = "from kernels.kda.chunk import kda_forward as chunk_forward\n"
 VARLEN_ENTRY = ("\n\ndef kernel(q, k, v, g, beta, scale, initial_state, cu_seqlens):\n"
-                "    return kda_forward(q, k, v, g, beta, scale, initial_state, False, cu_seqlens)\n")
+                "    return kda_forward(q, k, v, g, beta, scale, initial_state, True, cu_seqlens)\n")
 
 SPACE: dict[str, tuple[Any, ...]] = dict(dense.SPACE)
 KNOBS: dict[str, str] = dict(dense.KNOBS)

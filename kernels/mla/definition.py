@@ -17,15 +17,21 @@ support (1 / sum p^2) of about a hundred tokens: neither flat nor one-hot.
 
 Input regimes (``make_inputs(..., regime=...)``):
 
-- ``"default"``: the distribution above, ``scale = 1 / sqrt(192)``.
+- ``"default"``: the distribution above.
 - ``"peaked"``: scaled logits with a standard deviation of 6: the softmax is close to one-hot
   (a handful of tokens carry the mass), the running maximum and rescaling matter.
 - ``"flat"``: scaled logits with a standard deviation of 0.05: the softmax is close to
   uniform, so the output is an average over every cached row and no row may be dropped.
 
-In both non-default regimes ``scale = 1 / sqrt(192) * 2 ** u`` with ``u`` uniform in
-[-1, 1] drawn from the seed (``q`` is rescaled so that the logit spread stays the regime's),
-so a kernel that hard-codes the scale fails.
+- ``"outliers"`` (held out: drawn only when a judgement asks for the held-out family, as a
+  champion's confirmation does): per-token gains with a log standard deviation of 1.5 (a few
+  tokens 30 to 100 times the others, as attention sinks are) and scaled logits with a standard
+  deviation of 3: a softmax without a running maximum, or values accumulated in low precision,
+  show.
+
+In every regime ``scale = 1 / sqrt(192) * 2 ** u`` with ``u`` uniform in [-1, 1] drawn from the
+seed (``q`` is rescaled so that the logit spread stays the regime's): no regime can be told by
+its scale, and a kernel that hard-codes the scale fails.
 
 Shape families (``vary_shape``): B, H and the 576 / 512 widths stay as listed; S is drawn
 uniformly within +-25% of the listed S (at least 1).
@@ -54,8 +60,10 @@ SOFTMAX_SCALE = 1.0 / math.sqrt(192.0)
 LOGIT_STD = 1.5
 TOKEN_GAIN_LOG_STD = 0.25
 # Standard deviation of the scaled logits per input regime.
-REGIME_LOGIT_STD = {"default": LOGIT_STD, "peaked": 6.0, "flat": 0.05}
-REGIMES = tuple(REGIME_LOGIT_STD)
+REGIME_LOGIT_STD = {"default": LOGIT_STD, "peaked": 6.0, "flat": 0.05, "outliers": 3.0}
+REGIMES = ("default", "peaked", "flat")
+HELD_OUT = ("outliers",)
+OUTLIER_GAIN_LOG_STD = 1.5
 
 
 
@@ -77,15 +85,15 @@ def make_inputs(
     """
     import torch
 
-    check_regime(regime, REGIMES)
+    check_regime(regime, REGIMES + HELD_OUT)
     batch, heads, seq = _check_shape(shape)
     torch_dtype = getattr(torch, _dtype_name(dtype))
     gen, where = input_generator(seed, regime, device)
-    token_gain = torch.exp(TOKEN_GAIN_LOG_STD * torch.randn(batch, seq, 1, generator=gen, device=where))
+    gain_std = OUTLIER_GAIN_LOG_STD if regime == "outliers" else TOKEN_GAIN_LOG_STD
+    token_gain = torch.exp(gain_std * torch.randn(batch, seq, 1, generator=gen, device=where))
     kv = torch.randn(batch, seq, D_QK, generator=gen, device=where) * token_gain
-    scale = SOFTMAX_SCALE
-    if regime != "default":
-        scale *= 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
+    # Drawn in every regime: a scale of exactly 1 / sqrt(192) would tell one regime from the others.
+    scale = SOFTMAX_SCALE * 2.0 ** (2.0 * float(torch.rand((), generator=gen, device=where)) - 1.0)
     q_std = REGIME_LOGIT_STD[regime] / (scale * math.sqrt(D_QK))
     q = torch.randn(batch, heads, D_QK, generator=gen, device=where) * q_std
     return {
@@ -95,11 +103,11 @@ def make_inputs(
     }
 
 
-def vary_shape(shape: Shape, rng: random.Random) -> Shape:
+def vary_shape(shape: Shape, rng: random.Random, spread: float = 0.25) -> Shape:
     """A member of ``shape``'s family: B and H kept (and the 576 / 512 widths, which are not
-    in the shape), S uniform within +-25% (at least 1)."""
+    in the shape), S uniform within +-``spread`` (at least 1)."""
     batch, heads, seq = _check_shape(shape)
-    return (batch, heads, vary_length(seq, rng))
+    return (batch, heads, vary_length(seq, rng, spread))
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
@@ -161,5 +169,6 @@ PROBLEM = Problem(
         "launch_bound_shapes": [(1, 64, 8192), (1, 128, 8192), (1, 64, 65536)],
     },
     regimes=REGIMES,
+    held_out=HELD_OUT,
     vary_shape=vary_shape,
 )

@@ -18,9 +18,11 @@ What the inputs hold, for every seed:
 - **Pages shuffled**: every page id comes from a random permutation of the cache's pages, so a
   request's pages are neither contiguous nor in order; the cache has a few pages more than the
   requests use.
-- **Garbage outside the requests**: slots past a request's length, unused pages and block-table
-  entries past a request's pages hold large finite values (a kernel that reads them and does not
-  mask them out is wrong, one that masks its scores is not).
+- **Stale tokens outside the requests**: slots past a request's length, unused pages and the
+  pages block-table entries past a request's pages name hold tokens drawn like the requests'
+  own (unit scale, the same per-token gains): what a real cache holds after earlier requests
+  were freed. Only ``cache_seqlens`` tells them apart, so a kernel that ignores it, or masks by
+  magnitude, is wrong; one that masks its scores by length is not.
 
 The values of q, the tokens and ``scale`` are those of ``mla-decode`` at ``(B, H, S)`` for the same
 seed and regime (``default``, ``peaked``, ``flat``). The baseline is the same computation in
@@ -35,13 +37,14 @@ from typing import Any
 from kernels.mla.definition import (
     D_LATENT,
     D_QK,
+    HELD_OUT,
     REGIMES,
     SOFTMAX_SCALE,
+    TOKEN_GAIN_LOG_STD,
     make_inputs as dense_inputs,
 )
 from kernels.problem import ELEMENT_BYTES, Problem, Shape, check_regime, dtype_name, input_generator, vary_length
 
-GARBAGE_STD = 50.0  # what fills the slots no request owns: far outside the tokens' unit scale
 
 
 def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
@@ -66,7 +69,7 @@ def make_inputs(
     ``scale``. Drawn on ``device`` from generators seeded from ``(seed, regime)``."""
     import torch
 
-    check_regime(regime, REGIMES)
+    check_regime(regime, REGIMES + HELD_OUT)
     batch, heads, seq, page = _check_shape(shape)
     dense = dense_inputs((batch, heads, seq), seed, device, dtype, regime)
     kv = dense["kv"]
@@ -76,11 +79,13 @@ def make_inputs(
     num_pages = used + pages_per // 4 + 1
     order = torch.randperm(num_pages, generator=gen, device=where)
     table = order[:used].reshape(batch, pages_per)
-    cache = (GARBAGE_STD * torch.randn(num_pages, page, D_QK, generator=gen, device=where)).to(kv.dtype)
+    # Stale tokens everywhere first, drawn as the requests' tokens are: unit scale, per-token gains.
+    gain = torch.exp(TOKEN_GAIN_LOG_STD * torch.randn(num_pages, page, 1, generator=gen, device=where))
+    cache = (torch.randn(num_pages, page, D_QK, generator=gen, device=where) * gain).to(kv.dtype)
     seqlens = lengths(batch, seq)
     for b, length in enumerate(seqlens):
-        # Token t to slot t % P of page table[b, t // P]; every other slot keeps its garbage,
-        # and the table's entries past the request's pages name pages of garbage.
+        # Token t to slot t % P of page table[b, t // P]; every other slot keeps its stale token,
+        # and the table's entries past the request's pages name pages of stale tokens.
         tokens = torch.arange(length, device=where)
         cache[table[b, tokens // page], tokens % page] = kv[b, :length]
     return {
@@ -92,10 +97,10 @@ def make_inputs(
     }
 
 
-def vary_shape(shape: Shape, rng: random.Random) -> Shape:
-    """A member of ``shape``'s family: B, H and P kept, S uniform within +-25% (at least 1)."""
+def vary_shape(shape: Shape, rng: random.Random, spread: float = 0.25) -> Shape:
+    """A member of ``shape``'s family: B, H and P kept, S uniform within +-``spread`` (at least 1)."""
     batch, heads, seq, page = _check_shape(shape)
-    return (batch, heads, vary_length(seq, rng), page)
+    return (batch, heads, vary_length(seq, rng, spread), page)
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
@@ -150,5 +155,6 @@ PROBLEM = Problem(
     "are also timed under CUDA-graph replay.",
     extra={"softmax_scale": SOFTMAX_SCALE, "launch_bound_shapes": [(1, 64, 8192, 64)]},
     regimes=REGIMES,
+    held_out=HELD_OUT,
     vary_shape=vary_shape,
 )

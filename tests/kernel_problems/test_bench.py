@@ -59,7 +59,7 @@ def test_check_providers_flags_a_wrong_provider():
     checks = bench.check_providers(PROBLEM, (1, 4, 63), providers, device="cpu", dtype="float32", seeds=(1,))
     assert checks["ours"].ok and checks["eager"].ok
     assert not checks["off"].ok and checks["off"].error == pytest.approx(0.01, rel=1e-3)
-    assert not checks["shape"].ok and "expected (1, 4, 512)" in checks["shape"].reason
+    assert not checks["shape"].ok and "must be (1, 4, 512) float32, got (1, 1, 512)" in checks["shape"].reason
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on machines without a GPU")

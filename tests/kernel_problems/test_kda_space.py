@@ -71,7 +71,7 @@ def test_rendered_source_is_standalone():
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module.split(".")[0])
     assert imported <= {"torch", "triton", "math"}
-    assert "def kernel(q, k, v, g, beta, scale)" in source
+    assert "def kernel(q, k, v, g, beta, scale, initial_state)" in source
 
 
 @pytest.mark.parametrize(
@@ -84,6 +84,7 @@ def test_rendered_candidates_are_correct(point, tmp_path):
     assert module.CONFIG == point
     for shape, seed in (((1, 50, 2, 32), 1), ((2, 33, 1, 32), 2)):
         inputs = make_inputs(shape, seed=seed, device="cpu", dtype="float32")
-        out = module.kernel(**inputs)
-        ref = kda_reference(**inputs)
+        out, final = module.kernel(**inputs)
+        ref, ref_final = kda_reference(**inputs, output_final_state=True)
         assert ((out - ref).norm() / ref.norm()).item() < 1e-4
+        assert ((final - ref_final).norm() / ref_final.norm()).item() < 1e-4

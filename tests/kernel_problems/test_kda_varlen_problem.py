@@ -24,7 +24,7 @@ def rel_rms(out, ref) -> float:
     return float((out.double() - ref.double()).norm() / ref.double().norm())
 
 
-@pytest.mark.parametrize("regime", PROBLEM.regimes)
+@pytest.mark.parametrize("regime", PROBLEM.regimes + PROBLEM.held_out)
 def test_sequences_are_ragged_packed_and_drawn_from_the_seed(regime):
     sequences, total, heads, dim = 5, 90, 2, 16
     inputs = make_inputs((sequences, total, heads, dim), seed=4, dtype="float32", regime=regime)
@@ -48,19 +48,28 @@ def test_sequences_are_ragged_packed_and_drawn_from_the_seed(regime):
 
 def test_the_reference_runs_each_sequence_from_its_own_state():
     inputs = make_inputs((3, 40, 2, 8), seed=1, dtype="float32", regime="kimi")
-    out = kda_varlen_reference(**inputs)
+    out, finals = kda_varlen_reference(**inputs)
     offsets = inputs["cu_seqlens"].tolist()
     for n, (a, b) in enumerate(zip(offsets, offsets[1:])):
         part = {name: inputs[name][:, a:b] for name in ("q", "k", "v", "g", "beta")}
-        want = kda_loop_reference(**part, scale=inputs["scale"], initial_state=inputs["initial_state"][n:n + 1])
+        want, final = kda_loop_reference(**part, scale=inputs["scale"], initial_state=inputs["initial_state"][n:n + 1],
+                                         output_final_state=True)
         assert torch.allclose(out[:, a:b], want, rtol=1e-6, atol=1e-7), n
+        assert torch.allclose(finals[n:n + 1], final, rtol=1e-6, atol=1e-7), n
 
 
 def test_our_kernel_matches_on_the_problems_inputs():
     inputs = make_inputs((3, 100, 1, 32), seed=2, dtype="float32", regime="strong_decay")
-    out = kda_forward(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"], inputs["scale"],
-                      inputs["initial_state"], False, inputs["cu_seqlens"])
-    assert rel_rms(out, kda_varlen_reference(**inputs)) < FP32_TOL
+    out, final = kda_forward(inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"], inputs["scale"],
+                             inputs["initial_state"], True, inputs["cu_seqlens"])
+    ref, ref_final = kda_varlen_reference(**inputs)
+    assert rel_rms(out, ref) < FP32_TOL and rel_rms(final, ref_final) < FP32_TOL
+
+
+def test_the_probe_packs_one_token_sequences():
+    offsets = make_inputs((6, 40, 1, 8), seed=3, dtype="float32", regime="probe")["cu_seqlens"].tolist()
+    lengths = [b - a for a, b in zip(offsets, offsets[1:])]
+    assert offsets[-1] == 40 and lengths[:3] == [1, 1, 1] and min(lengths) >= 1
 
 
 def test_shapes_say_what_is_wrong():

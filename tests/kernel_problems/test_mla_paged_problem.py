@@ -12,7 +12,7 @@ import torch
 from kernels.judge import policy
 from kernels.mla.definition import make_inputs as dense_inputs
 from kernels.mla.paged_baseline import mla_decode_paged_torch
-from kernels.mla.paged_definition import GARBAGE_STD, PROBLEM, lengths, make_inputs
+from kernels.mla.paged_definition import PROBLEM, lengths, make_inputs
 from kernels.mla.reference import paged_reference, reference
 from kernels.registry import get_problem
 
@@ -44,9 +44,16 @@ def test_the_cache_holds_each_requests_tokens_through_shuffled_pages(regime):
         t = torch.arange(length)
         assert torch.equal(cache[table[b, t // page].long(), t % page], dense["kv"][b, :length])
         owned[table[b, t // page].long(), t % page] = True
-    # Every slot no request owns holds large garbage: a kernel that reads past a length is wrong.
-    rest = cache[~owned]
-    assert rest.numel() > 0 and float(rest.abs().mean()) > GARBAGE_STD / 4
+    # Every slot no request owns holds a stale token of the requests' own scale: nothing but
+    # cache_seqlens tells it apart, so a kernel that masks by magnitude instead is wrong.
+    rest, mine = cache[~owned], cache[owned]
+    assert rest.numel() > 0 and 0.7 < float(rest.pow(2).mean().sqrt() / mine.pow(2).mean().sqrt()) < 1.4
+    assert float(rest.abs().max()) < 2 * float(mine.abs().max())
+    # Reading them is wrong by far: the softmax over every slot the table names.
+    from kernels.mla.reference import paged_reference
+    capacity = dict(inputs, cache_seqlens=torch.full_like(inputs["cache_seqlens"], table.shape[1] * page))
+    ref = paged_reference(**inputs)
+    assert float((paged_reference(**capacity) - ref).norm() / ref.norm()) > 0.05
 
 
 def test_inputs_are_deterministic_per_seed_and_the_seed_moves_the_pages():
