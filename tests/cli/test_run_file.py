@@ -1,4 +1,4 @@
-"""Run files (issue 14): `marathon run -f run.toml` takes every field of POST /runs; flags override
+"""Run files: `marathon run -f run.toml` takes every field of POST /runs; flags override
 the file; `--print-config` prints the merged body as a run file that loads back to the same body; every
 mistake names the file and the key. No stack here: these runs are printed, never started
 (test_client_commands starts one from a file against a live API)."""
@@ -22,6 +22,7 @@ from tests.cli.stack import REPO, free_ports
 FULL_RUN_FILE = """\
 problem = "kda"
 candidates_per_iteration = 3
+evaluations_in_flight = 6
 gpu_arch = "cpu"
 from_run = "kda-20261202-parent"
 
@@ -52,6 +53,7 @@ usd_per_million_tokens = 0.5
 FULL_BODY = {
     "problem": "kda",
     "candidates_per_iteration": 3,
+    "evaluations_in_flight": 6,
     "gpu_arch": "cpu",
     "from_run": "kda-20261202-parent",
     "goal": {"objective": "roofline", "target": 0.6, "tolerance": 0.05, "intent": "beat FLA at long contexts"},
@@ -243,7 +245,7 @@ def write_bytes(tmp_path, data):
         (
             'problem = "kda"\ncolour = "red"\n',
             "unknown key `colour`; a run file takes: "
-            "problem, goal, budget, proposer, candidates_per_iteration, gpu_arch, from_run",
+            "problem, goal, budget, proposer, candidates_per_iteration, evaluations_in_flight, gpu_arch, from_run",
         ),
         (
             'problem = "kda"\n[goal]\nzzz = 1\n',
