@@ -64,9 +64,9 @@ CHEATS = (
     # right while unused slots held N(0, 50^2) garbage, wrong on stale unit-scale tokens.
     NumericCase("mla_paged_masks_by_magnitude", "mla-decode-paged", "seed", "incorrect", "relative RMS error",
                 (("seq_len = tl.load(CACHE_SEQLENS + b).to(tl.int32)", "seq_len = max_pages * PAGE_SIZE"),
-                 ("        s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)\n",
-                  "        mask_n = mask_n & (tl.max(tl.abs(lat.to(tl.float32)), axis=1) < 20.0)\n"
-                  "        s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)\n"))),
+                 ("    s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)\n",
+                  "    mask_n = mask_n & (tl.max(tl.abs(lat.to(tl.float32)), axis=1) < 20.0)\n"
+                  "    s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)\n"))),
     NumericCase("rmsnorm_without_eps", RMSNORM, "seed", "incorrect", "NaN/Inf|relative RMS error",
                 (("/ width + eps)", "/ width)"),)),
 )
