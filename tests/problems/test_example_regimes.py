@@ -29,4 +29,6 @@ def test_a_kernel_without_eps_fails_the_zero_rows_regime(tmp_path):
     assert "EPS = 1e-6" in source
     report = _judge(tmp_path, source.replace("EPS = 1e-6", "EPS = 0.0"))
     assert report["status"] == "incorrect"
-    assert "NaN/Inf" in report["message"] and "zero-rows" in report["message"], report["message"]
+    # Zero rows are in the zero-rows regime and, as odd rows, in every other draw too: whichever
+    # call the plan checks first catches it.
+    assert "NaN/Inf" in report["message"], report["message"]
