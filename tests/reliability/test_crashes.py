@@ -208,7 +208,11 @@ async def test_killing_the_cpu_worker_mid_proposal_loses_nothing(temporal_client
             )
             await wait_for_file(held, victim)
             kill(victim)
-            assert [(r[0], r[1]) for r in stored(url, run_id)] == expected_keys()[: 2 * CANDIDATES]
+            # The steady loop proposes iteration 3 while iterations 1 and 2 may still be judged:
+            # what is stored by then is whole iterations among those two, each once.
+            before = [(r[0], r[1]) for r in stored(url, run_id)]
+            assert before == expected_keys()[: len(before)] and len(before) % CANDIDATES == 0
+            assert len(before) <= 2 * CANDIDATES
             replacement = FakeLoop(score=score)
             async with loop_workers(temporal_client, replacement, task_queue=queue, evaluate_queue=None, recorder=Recorder(url)):
                 result = await asyncio.wait_for(handle.result(), timeout=400)
