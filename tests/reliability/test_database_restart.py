@@ -89,6 +89,12 @@ async def test_a_database_crash_mid_run_loses_nothing(temporal_client, postgres,
                 id=run_id, task_queue=queue,
             )
             await asyncio.wait_for(fake.held.wait(), timeout=120)
+            # The steady loop asks for iteration 2 while iteration 1 is still judged: wait for its
+            # records (iteration 2 stays held), then take the database down.
+            for _ in range(240):
+                if len(stored(url, run_id)) >= CANDIDATES:
+                    break
+                await asyncio.sleep(0.5)
             assert [(r[0], r[1]) for r in stored(url, run_id)] == expected_keys()[:CANDIDATES]
             await asyncio.to_thread(postgres.crash)
             fake.gate.set()  # iteration 2 goes on and its record meets a dead database
