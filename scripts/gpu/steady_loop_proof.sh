@@ -8,8 +8,8 @@
 # Fits one 10-minute call: stack start-up (referees warm for kda and mla-decode) ~1-2 min,
 # RUN_S (default 400 s) of runs, the stop and the teardown.
 source scripts/gpu/prelude.sh
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export TRITON_CACHE_DIR=/tmp/triton-cache TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
+OUT=${OUT:-$SCRATCH/out}; mkdir -p "$OUT"
+export TRITON_CACHE_DIR="$SCRATCH/triton-cache" TORCHINDUCTOR_CACHE_DIR="$SCRATCH/inductor-cache"
 t0=$SECONDS
 timeout 585 python3 scripts/gpu/steady_loop_proof.py --run-s "${RUN_S:-400}" --in-flight "${IN_FLIGHT:-4}" \
     --out "$OUT" 2>&1 | tail -n 40
