@@ -107,14 +107,17 @@ def percent(fraction: Any) -> str:
 
 def gpu_line(run: dict[str, Any]) -> str:
     """``GPU busy 62%, timing 18% of 12m05s of evaluation`` (``store/busy.py`` says how they are
-    counted); "" when no evaluation of the run was measured."""
+    counted); ``Timing 24% of 43s of evaluation`` where no GPU busy meter ran (CPU workers); ""
+    when no evaluation of the run was measured."""
     seconds = run.get("evaluation_gpu_s")
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0:
         return ""
-    return (
-        f"GPU busy {percent(run.get('gpu_busy_fraction'))}, timing {percent(run.get('timing_fraction'))}"
-        f" of {duration(seconds)} of evaluation"
-    )
+    timing = f"timing {percent(run.get('timing_fraction'))} of {duration(seconds)} of evaluation"
+    busy = run.get("gpu_busy_fraction")
+    if not isinstance(busy, (int, float)) or isinstance(busy, bool):
+        # No GPU busy meter ran (CPU workers, or a GPU without NVML): say nothing of a GPU.
+        return timing[0].upper() + timing[1:]
+    return f"GPU busy {percent(busy)}, {timing}"
 
 
 # What each stop reason of ``workflows.rules.STOP_REASONS`` means, in words.

@@ -77,7 +77,8 @@ def describe_run(run: dict[str, Any]) -> list[str]:
     if candidates_line(run):
         lines.append(f"  candidates   {candidates_line(run)}")
     if gpu_line(run):
-        lines.append(f"  gpu          {gpu_line(run)}")
+        label = "gpu" if timing_kind(run) == "gpu" else "evaluation"
+        lines.append(f"  {label:12} {gpu_line(run)}")
     if run.get("waiting_for_worker"):
         waiting = str(run["waiting_for_worker"])
         lines.append(f"  {'queued' if waiting.startswith('queued') else 'WAITING':12} {waiting}")

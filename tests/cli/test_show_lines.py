@@ -19,12 +19,13 @@ def test_a_run_on_a_queue_nobody_polls_says_so():
     assert not any("waiting for" in line for line in describe_run({"id": "kda-2", "status": "running"}))
 
 
-def test_show_says_how_busy_the_gpu_was_and_nothing_when_unmeasured():
+def test_show_says_how_busy_the_gpu_was_and_nothing_of_a_gpu_on_cpu_workers():
     run = {"id": "kda-1", "status": "completed", "evaluation_gpu_s": 3700.0, "gpu_busy_fraction": 0.41,
-           "timing_fraction": 0.125}
+           "timing_fraction": 0.125, "timing_kind": "gpu"}
     assert "  gpu          GPU busy 41%, timing 12% of 1h01m of evaluation" in describe_run(run)
-    unmeasured = describe_run({**run, "gpu_busy_fraction": None})
-    assert "  gpu          GPU busy —, timing 12% of 1h01m of evaluation" in unmeasured
+    on_cpu = describe_run({**run, "gpu_busy_fraction": None, "timing_kind": "interpreter"})
+    assert "  evaluation   Timing 12% of 1h01m of evaluation" in on_cpu
+    assert not any("gpu" in line.lower() for line in on_cpu)
     assert not any("gpu" in line for line in describe_run({"id": "kda-2", "status": "running"}))
 
 

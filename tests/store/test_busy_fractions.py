@@ -48,5 +48,6 @@ def test_the_line_and_percentages_people_read():
     assert percent(True) == "—"
     run = {"evaluation_gpu_s": 725.0, "gpu_busy_fraction": 0.62, "timing_fraction": 0.18}
     assert gpu_line(run) == "GPU busy 62%, timing 18% of 12m05s of evaluation"
-    assert gpu_line({**run, "gpu_busy_fraction": None}) == "GPU busy —, timing 18% of 12m05s of evaluation"
+    # CPU workers measure no GPU busy fraction: the line says nothing of a GPU.
+    assert gpu_line({**run, "gpu_busy_fraction": None}) == "Timing 18% of 12m05s of evaluation"
     assert gpu_line({}) == "" and gpu_line({"evaluation_gpu_s": None}) == "" and gpu_line({"evaluation_gpu_s": "x"}) == ""
