@@ -275,8 +275,9 @@ def analyze(launches: Sequence[Launch], windows: Sequence[Window], jits: Iterabl
         outside = sorted({x.name for x in loaded if x.id > spans[0][0] and x.name in jits
                           and not any(a < x.id < b for a, b in spans)})
         if outside:
-            return Outcome("suspicious", f"the candidate's kernel {outside[0]} ran outside every timed window after the "
-                           "warm-up: work moved out of the timed calls (or a forged window marker)", kernels=dict(kernels))
+            return Outcome("suspicious", f"the candidate's kernel {outside[0]} ran outside every timed window after "
+                           "the warm-up: work moved out of the timed calls (or a forged window marker)",
+                           kernels=dict(kernels))
         per_bench = {w.bench: _window_time([x for x in loaded if at[w.open] < x.id < at[w.close]],
                                            Counter({n: c * w.calls for n, c in per_call.get(w.bench, {}).items()}),
                                            jits, w) for w in timed}

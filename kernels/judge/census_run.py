@@ -107,7 +107,13 @@ def with_injection(argv: Sequence[str], environ: dict[str, str]) -> list[str]:
     while at < len(argv) and argv[at] in ("--unshare-user", "--disable-userns", "--setenv"):
         at += 3 if argv[at] == "--setenv" else 1
     argv[at:at] = sets  # after the sandbox's own variables: ncu's LD_LIBRARY_PATH holds the sandbox's too
-    binds = [part for folder in tracker_dirs(environ) if os.path.isdir(folder) for part in ("--bind", folder, folder)]
+    binds = []
+    for folder in (f for f in tracker_dirs(environ) if os.path.isdir(f)):
+        # bubblewrap would create missing parents 0700, which the sandbox's uid cannot cross.
+        parents = [os.path.join("/", *folder.split("/")[1:i]) for i in range(2, folder.count("/") + 1)]
+        binds += [part for parent in parents if parent not in ("/tmp", "/usr", "/dev", "/proc", "/sys")
+                  for part in ("--perms", "0755", "--dir", parent)]
+        binds += ["--bind", folder, folder]
     end = argv.index("--")
     argv[end:end] = binds
     return argv
@@ -205,7 +211,7 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
     sandbox.send({"op": "exit"})
 
 
-def run(job: Job) -> census.Outcome:
+def run_job(job: Job) -> census.Outcome:
     """One census session under ncu and its verdict (``census.Outcome``). A session that fails
     for a reason that is not the candidate's verdict (ncu missing or failing, a crash under it)
     is "not run", with the reason: the speedup then stays unconfirmed from outside."""
@@ -235,3 +241,28 @@ def run(job: Job) -> census.Outcome:
         return census.analyze(launches, windows, job.jits)
     except census.CensusError as error:
         return census.Outcome("not run", f"the census could not be read: {error}")
+
+
+def for_judgement(run: dict[str, Any], data: dict[str, Any], referee: Child, ncu: str,
+                  sandbox_argv: list[str]) -> census.Outcome:
+    """The census of a judgement ``runner.judge`` accepted: ``run`` is its setup (plan, spec,
+    dtype, source, config, env, folder, isolation, deadline), ``data`` its measurements (output
+    errors go there too), ``sandbox_argv`` the candidate's command line with ncu's folders bound."""
+    from kernels.judge.drive import largest_message, output_bytes
+
+    budget = min(CENSUS_TIMEOUT_S, run["started"] + run["timeout_s"] + CENSUS_TIMEOUT_S - time.monotonic())
+    try:
+        jits = census.jit_names(run["source"])
+    except SyntaxError as error:
+        return census.Outcome("not run", f"the candidate's source does not parse: {error}")
+    folder = os.path.join(run["workdir"], "census")
+    os.makedirs(folder, exist_ok=True)
+    the_plan, spec, dtype = run["plan"], run["spec"], run["dtype"]
+    largest = max([largest_message(spec, the_plan, dtype)]
+                  + [output_bytes(spec, b.shape, dtype) * len(b.census) for b in the_plan.bench])
+    job = Job(ncu=ncu, sandbox_argv=sandbox_argv, config=dict(run["config"], pids_cgroup=False),
+              env=dict(run["env"], HOME=folder), folder=folder, plan=the_plan, spec=spec, dtype=dtype, jits=jits,
+              referee=referee, errors=data.setdefault("errors", {}), timeout_s=max(1.0, budget), max_payload=largest,
+              relax_tracker=run["isolation"].mode == "bwrap+setpriv", cancel=run["cancel"],
+              heartbeat=run["heartbeat"])
+    return run_job(job)
