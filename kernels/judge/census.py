@@ -11,8 +11,8 @@ that encodes a code the caller drew in secret for that window (``Window.open``/`
 
 What the census decides (``analyze``):
 - every kernel after the candidate was loaded (warm-up and autotuning included) is either the
-  harness's (a name seen in a blank window, or a fill kernel of ``HARNESS_FUNCTORS``, which
-  Triton's autotuner and ``reset_to_zero`` launch), or one of the candidate's own
+  harness's (a name seen in a blank window, or a fill or copy kernel of ``HARNESS_FUNCTORS``,
+  which Triton's autotuner and the allowed ``copy_`` launch), or one of the candidate's own
   ``@triton.jit`` functions (``jit_names``, from its source); anything else is ``forbidden``;
 - markers: each expected code once, in order; any other marker launch (a forged or repeated
   code) is ``suspicious``. Forging can only move kernels out of a window, so after the warm-up
@@ -46,10 +46,12 @@ DURATION_METRIC = "gpu__time_duration.sum"
 # timestamps' granularity on kernels of a few microseconds: a third, plus 20 us. A timer or a
 # figure forged to a fraction falls outside.
 AGREEMENT, AGREEMENT_MS = 1.5, 0.020
-# Fills (``fill_``, ``zero_``): the harness's poison and L2 flush, Triton's autotuner's cache
-# clear and ``reset_to_zero``. Identified by these identifiers in the kernel's (demangled or
-# mangled) name; any other harness kernel is known only from the blank windows.
-HARNESS_FUNCTORS = (("at", "native", "FillFunctor"),)
+# Kernels of the harness's kinds that also run outside its calls: fills (``fill_``, ``zero_``: the
+# poison and L2 flush, Triton's autotuner's cache clear and ``reset_to_zero``) and same-dtype
+# copies (``clone``, ``copy_``, ``.contiguous()``, which the guards allow a candidate). Identified
+# by these identifiers in the kernel's demangled or mangled name; when a candidate launches them,
+# their time is its own. Any other harness kernel is known only from the blank windows.
+HARNESS_FUNCTORS = (("at", "native", "FillFunctor"), ("at", "native", "direct_copy_kernel_cuda"))
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -154,8 +156,8 @@ def identifiers(name: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def is_fill(name: str) -> bool:
-    """A fill kernel of torch (``fill_``/``zero_``): identified by ``HARNESS_FUNCTORS``."""
+def is_harness_kind(name: str) -> bool:
+    """A fill or same-dtype copy kernel of torch: identified by ``HARNESS_FUNCTORS``."""
     ids = set(identifiers(name))
     return any(set(functor) <= ids for functor in HARNESS_FUNCTORS)
 
@@ -266,7 +268,8 @@ def analyze(launches: Sequence[Launch], windows: Sequence[Window], jits: Iterabl
         harness = set().union(*per_call.values())
         loaded = [x for x in launches if x.id > at[blanks[-1].close] and identifiers(x.name) != (MARK_KERNEL,)]
         kernels = Counter(x.name for x in loaded)
-        alien = sorted(name for name in kernels if name not in jits and name not in harness and not is_fill(name))
+        alien = sorted(name for name in kernels
+                       if name not in jits and name not in harness and not is_harness_kind(name))
         if alien:
             return Outcome("forbidden", f"the census listed {len(alien)} kernel(s) that are neither the harness's nor "
                            f"the candidate's Triton kernels: {', '.join(alien[:4])}: the work must run in the "

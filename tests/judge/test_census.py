@@ -30,6 +30,9 @@ ALL = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<bool, at::na
 CUBLAS = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 SCAN = ("void at::native::tensor_kernel_scan_innermost_dim<float, std::plus<float>>(T1 *, const T1 *, unsigned int, "
         "unsigned int, unsigned int, T1, T2)")
+COPY = ("void at::native::vectorized_elementwise_kernel<4, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)"
+        "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, "
+        "at::detail::Array<char *, 2>>(int, T2, T3)")
 HARNESS_CALL = [FILL] * 4 + [FLUSH, EQ, ALL]  # what one blank call launches (poison x4, flush, input check)
 MARK = census.MARK_KERNEL
 
@@ -104,8 +107,9 @@ def test_parse_reads_ncus_details_page_times_names_and_grids():
 
 def test_identifiers_read_mangled_and_demangled_names_alike():
     assert {"at", "native", "FillFunctor"} <= set(census.identifiers(FILL_MANGLED))
-    assert census.is_fill(FILL) and census.is_fill(FILL_MANGLED) and census.is_fill(FLUSH)
-    assert not census.is_fill(CUBLAS) and not census.is_fill(SCAN) and not census.is_fill(EQ)
+    assert census.is_harness_kind(FILL) and census.is_harness_kind(FILL_MANGLED) and census.is_harness_kind(FLUSH)
+    assert census.is_harness_kind(COPY)
+    assert not any(census.is_harness_kind(name) for name in (CUBLAS, SCAN, EQ, "direct_copy_kernel_cuda"))
     assert census.identifiers("_cumsum_kernel") == ("_cumsum_kernel",)
     assert census.identifiers("_ZN2at6native13reduce_kernelILi512ELi1EEEvT1_")[:3] == ("at", "native", "reduce_kernel")
 
@@ -169,16 +173,17 @@ def test_an_honest_census_subtracts_the_harness_and_times_the_candidate():
     assert outcome.per_bench[0]["kernels"] == {"_cumsum_kernel": 2}
 
 
-def test_extra_fills_of_the_candidate_count_as_its_own_time():
+def test_extra_fills_and_copies_of_the_candidate_count_as_its_own_time():
     def with_fill(stream, bench):
         stream.add(FILL, 300.0)  # shorter than the harness's: the shortest count as the harness's
+        stream.add(COPY, 2000.0)  # .contiguous(): never a harness kernel here, all its own
         stream.add("_cumsum_kernel", 10_000.0)
 
     outcome = analyze(session(with_fill))
     assert outcome.status == "ok"
-    # per call: its kernel plus one fill of 800 ns (the two 300 ns ones were taken as the harness's)
-    assert outcome.per_bench[0]["candidate_ms"] == pytest.approx((2 * 10_000 + 2 * 800) / 2 / 1e6)
-    assert outcome.per_bench[0]["kernels"][FILL] == 2
+    # per call: its kernel, its copy and one fill of 800 ns (the two 300 ns ones were taken as the harness's)
+    assert outcome.per_bench[0]["candidate_ms"] == pytest.approx((2 * 10_000 + 2 * 2000 + 2 * 800) / 2 / 1e6)
+    assert outcome.per_bench[0]["kernels"][FILL] == 2 and outcome.per_bench[0]["kernels"][COPY] == 2
 
 
 @pytest.mark.parametrize("name", [CUBLAS, SCAN])
