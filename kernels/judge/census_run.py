@@ -36,6 +36,7 @@ from kernels.judge.drive import STARTUP_S, Relay
 CENSUS_CALLS = 5
 CENSUS_BLANK_CALLS = 2
 CENSUS_TIMEOUT_S = 300.0
+CENSUS_MIN_S = 60.0
 # Environment variables ncu sets for its injection into the target's processes. Verified (listed
 # in the environment ncu 2024.3's TreeLauncherSubreaper passes its target, as published from a
 # trace of it): NV_TPS_LAUNCH_TOKEN, NV_COMPUTE_PROFILER_PERFWORKS_DIR, NV_CUDA_START_SUSPENDED,
@@ -250,7 +251,11 @@ def for_judgement(run: dict[str, Any], data: dict[str, Any], referee: Child, ncu
     errors go there too), ``sandbox_argv`` the candidate's command line with ncu's folders bound."""
     from kernels.judge.drive import largest_message, output_bytes
 
-    budget = min(CENSUS_TIMEOUT_S, run["started"] + run["timeout_s"] + CENSUS_TIMEOUT_S - time.monotonic())
+    # Within the judgement's own deadline, as every other command: its caller's timeout holds.
+    budget = min(CENSUS_TIMEOUT_S, run["started"] + run["timeout_s"] - time.monotonic())
+    if budget < CENSUS_MIN_S:
+        return census.Outcome("not run", f"{max(budget, 0):.0f} s were left of the judgement's {run['timeout_s']:g} s, "
+                              f"the census needs {CENSUS_MIN_S:.0f} s")
     try:
         jits = census.jit_names(run["source"])
     except SyntaxError as error:
@@ -262,7 +267,7 @@ def for_judgement(run: dict[str, Any], data: dict[str, Any], referee: Child, ncu
                   + [output_bytes(spec, b.shape, dtype) * len(b.census) for b in the_plan.bench])
     job = Job(ncu=ncu, sandbox_argv=sandbox_argv, config=dict(run["config"], pids_cgroup=False),
               env=dict(run["env"], HOME=folder), folder=folder, plan=the_plan, spec=spec, dtype=dtype, jits=jits,
-              referee=referee, errors=data.setdefault("errors", {}), timeout_s=max(1.0, budget), max_payload=largest,
+              referee=referee, errors=data.setdefault("errors", {}), timeout_s=budget, max_payload=largest,
               relax_tracker=run["isolation"].mode == "bwrap+setpriv", cancel=run["cancel"],
               heartbeat=run["heartbeat"])
     return run_job(job)

@@ -383,3 +383,10 @@ def test_a_cpu_confirmation_is_unaffected_by_the_census():
     assert report.census is None and "census" not in report.message and "census" not in report.phases
     with pytest.raises(ValueError, match="census must be one of"):
         runner.judge("", TOY, device="cpu", census="sometimes")
+
+
+def test_a_census_without_time_left_in_the_judgement_does_not_run():
+    import time
+
+    outcome = census_run.for_judgement({"started": time.monotonic() - 590, "timeout_s": 600}, {}, None, "ncu", [])
+    assert outcome.status == "not run" and "were left of the judgement's 600 s" in outcome.message
