@@ -190,6 +190,7 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
                      windows: Sequence[census.Window]) -> None:
     """Drive the census session: blank calls, load, warm-up, one timed batch per bench shape."""
     sandbox = session.sandbox
+    session.enter("census", "census: starting the candidate's process under Nsight Compute")
     if session.wait(sandbox, STARTUP_S, "starting under ncu").get("kind") != "started":
         raise Stop("crashed", "the candidate's process spoke before it started: protocol broken")
     refs = {b.index: {"index": b.index, "shape": b.shape, "seeds": b.seeds, "regime": b.regime} for b in the_plan.bench}
@@ -202,6 +203,7 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
     for bench in the_plan.bench:
         session.ask(sandbox, {"op": "warm", "bench": refs[bench.index], "calls": the_plan.warmup}, None,
                     "warming up under ncu", "warmed")
+    session.enter("census", "census: timed calls under Nsight Compute")
     for window in (w for w in windows if w.kind == "timed"):
         bench = the_plan.bench[window.bench]
         label = spec.describe_shape(tuple(bench.shape))
