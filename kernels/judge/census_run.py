@@ -127,7 +127,7 @@ def launch() -> None:
     payload = json.loads(sys.argv[1])
     environ = dict(os.environ)
     if payload.get("relax_tracker"):
-        for folder in tracker_dirs(environ):
+        for folder in (f for f in tracker_dirs(environ) if os.path.isdir(f)):
             for path in [folder] + [os.path.join(folder, n) for n in os.listdir(folder)]:
                 os.chmod(path, 0o777)
     argv = payload["argv"]
