@@ -200,9 +200,9 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
         session.ask(sandbox, {"op": "census_blank", "bench": refs[window.bench], "seeds": seeds, "open": window.open,
                               "close": window.close}, None, "blank calls", "blanked")
     session.ask(sandbox, {"op": "load"}, None, "loading (importing) the candidate", "loaded")
-    for bench in the_plan.bench:
-        session.ask(sandbox, {"op": "warm", "bench": refs[bench.index], "calls": the_plan.warmup}, None,
-                    "warming up under ncu", "warmed")
+    for bench in the_plan.bench:  # one call per warm-up seed: compile and autotune, every launch listed
+        session.ask(sandbox, {"op": "warm", "bench": refs[bench.index], "calls": 1}, None, "warming up under ncu",
+                    "warmed")
     session.enter("census", "census: timed calls under Nsight Compute")
     for window in (w for w in windows if w.kind == "timed"):
         bench = the_plan.bench[window.bench]
