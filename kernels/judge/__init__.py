@@ -13,8 +13,12 @@ the baseline and judges every output, timed ones included; ``runner.py`` and ``d
 drive both, keep the candidate's process tree in a cgroup box (``cgroups.py``: its tasks
 bounded, its CPU time counted by the kernel, frozen while the baseline runs), take the
 times that decide from outside it, and turn what they say into a ``JudgeReport``; asked to (``ncu=True``), it
-profiles an accepted candidate with Nsight Compute within a bounded time (``ncu.py``). ``THREATS.md`` lists every known
-exploit, its defense, its test, and what remains possible.
+profiles an accepted candidate with Nsight Compute within a bounded time (``ncu.py``). On a GPU, a
+confirmation (``census="confirm"``, or every judgement with ``"always"``) also runs a census: the
+sandbox once more under ``ncu`` started from this process, every kernel identified as the harness's
+or the candidate's own Triton kernels, and their GPU time deciding the speedup (``census.py``,
+``census_run.py``). ``THREATS.md`` lists every known exploit, its defense, its test, and what
+remains possible.
 """
 
 from kernels.judge.children import RefereeFailure

@@ -34,7 +34,7 @@ judgement never draws, so a loop never sees them until its champion is confirmed
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernels.problem import Problem
@@ -90,6 +90,15 @@ class Bench:
     batches: list[Batch]
     recheck: Call
     graph: bool = False
+    census: list[int] = field(default_factory=list)  # seeds of the census session's timed calls
+
+    def census_keys(self) -> list[str]:
+        """The census batch's output keys (``b{j}/tc/{i}``); its batch index is ``"c"``."""
+        return [f"b{self.index}/tc/{i}" for i in range(len(self.census))]
+
+    def census_batch(self) -> dict[str, Any]:
+        """The census batch as the sandbox's ``time_batch`` reads it (its keys: ``census_keys``)."""
+        return {"index": "c", "seeds": list(self.census), "candidate_first": True}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +122,8 @@ class Plan:
             for batch in b.batches:
                 for key, seed in zip(batch.keys(b.index), batch.seeds):
                     calls[key] = Call(key, list(b.shape), seed, b.regime, when=f"in a timed call ({key})")
+            for key, seed in zip(b.census_keys(), b.census):
+                calls[key] = Call(key, list(b.shape), seed, b.regime, when=f"in a census call ({key})")
         return calls
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,9 +171,10 @@ def _seed(rng: random.Random) -> int:
 
 
 def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
-          graph_shapes: tuple[tuple[int, ...], ...] = (), held_out: bool = False) -> Plan:
+          graph_shapes: tuple[tuple[int, ...], ...] = (), held_out: bool = False, census: int = 0) -> Plan:
     """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call;
-    with ``held_out``, the checked calls' regimes include the problem's held-out family."""
+    with ``held_out``, the checked calls' regimes include the problem's held-out family; with
+    ``census`` > 0, that many more timed calls per bench shape for a census session (``census_run.py``)."""
     regimes = regimes_of(problem) + (held_out_of(problem) if held_out else ())
     offset = rng.randrange(len(regimes))
     verify = draw_shapes(problem, "cpu" if cpu else "verify", rng)
@@ -205,7 +217,7 @@ def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rn
         recheck = Call(f"b{j}/recheck", list(shape), seeds_j[0], "default",
                        when=f"at {label}, called again after timing: correct before, wrong after?")
         bench.append(Bench(j, list(shape), seeds_j, "default", batches, recheck,
-                           graph=listed_bench[j] in graph_shapes))
+                           graph=listed_bench[j] in graph_shapes, census=[_seed(rng) for _ in range(census)]))
     return Plan(checks, bench, warmup)
 
 

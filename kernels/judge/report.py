@@ -36,6 +36,9 @@ class JudgeReport:
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
     ncu: Optional[dict[str, Any]] = None
     ncu_reason: str = "not requested"
+    # The census (GPU, ``census.py``): its status ("ok", "not run" with a reason, or the verdict
+    # it gave), the clock that decided; None where none was asked for (the CPU, ordinary judgements).
+    census: Optional[dict[str, Any]] = None
     fingerprint: dict[str, Any] = field(default_factory=dict)
     candidate_sha256: str = ""
     duration_s: float = 0.0
@@ -89,6 +92,10 @@ class JudgeReport:
                          f"shape{'s' if len(timed) != 1 else ''}{checked}, {label}")
         if self.roofline is not None:
             lines.append(f"roofline fraction: {self.roofline:.3f} (geomean)")
+        if self.census is not None:
+            status = self.census.get("status")
+            lines.append(f"census: {status}" + (f" ({self.census['reason']})" if status == "not run" else
+                                                f", {self.census.get('clock', '')}"))
         for shape in self.shapes:
             parts = [shape.get("shape", "?")]
             if shape.get("max_error") is not None:

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.judge import cgroups, gpu_lease, isolation as isolating, ncu as profiling, plan as planning, policy
+from kernels.judge import census as census_lib, census_run, cgroups, gpu_lease, isolation as isolating
+from kernels.judge import ncu as profiling, plan as planning, policy
 from kernels.judge import scoring
 from kernels.judge.children import Child, Session, Stop
 from kernels.judge.drive import FIRST_CALL_S, MAX_CALL_S, MIN_CALL_S, Relay, drive, largest_message
@@ -87,6 +88,9 @@ def sandbox_readable(problem: str) -> tuple[str, ...]:
     return tuple(paths)
 
 
+CENSUS_MODES = ("confirm", "always", "off")
+
+
 def judge(
     source: str,
     problem: str,
@@ -98,6 +102,7 @@ def judge(
     timeout_s: float = 600,
     cancel: threading.Event | None = None,
     ncu: bool = False,
+    census: str = "confirm",
     static_policy: bool = True,
     heartbeat: Callable[[str], None] | None = None,
     insecure_no_isolation: bool = False,
@@ -117,10 +122,43 @@ def judge(
     before, its baselines already compiled and autotuned; without one, a fresh referee process.
     ``confirm`` (a would-be champion's confirmation) times more calls and also checks the
     problem's held-out input family (``Problem.held_out``), which no other judgement draws.
+    ``census`` ("confirm", "always" or "off"): on a GPU, when an accepted judgement also runs a
+    census session under ncu from this process (``census_run.py``): at confirmations, always or
+    never. Its kernel times then decide the speedup; ``report.census`` says what it found, or why
+    it did not run (then the speedup is the candidate's own account, not confirmed from outside).
     """
+    started = time.monotonic()
+    spec, device, isolation = _checked(problem, source, device, seeds, timing_reps, timeout_s, census,
+                                       insecure_no_isolation, referees)
+    if device == "cuda":
+        lease_path = lease_path or default_lease_path()
+    base = {"problem": spec.name, "device": device, "candidate_sha256": hashlib.sha256(source.encode()).hexdigest(),
+            "timing_kind": "gpu" if device == "cuda" else "interpreter", "isolation": isolation.description}
+    caller_fingerprint = _caller_fingerprint(device)
+
+    def finish(status: str, message: str, **fields: Any) -> JudgeReport:
+        fields["fingerprint"] = {**caller_fingerprint, **fields.get("fingerprint", {})}
+        return JudgeReport(status=status, message=message, duration_s=round(time.monotonic() - started, 3),
+                           **base, **fields)
+
+    refused = _scan(source) if static_policy else None
+    if refused:
+        return finish(*refused)
+    wants_census = device == "cuda" and (census == "always" or (census == "confirm" and confirm))
+    run = _setup(spec, problem, source, device, seeds, timing_reps, confirm, timeout_s, isolation, wants_census)
+    run.update(started=started, cancel=cancel, heartbeat=heartbeat, lease_path=lease_path, referees=referees)
+    status, message, data, tail, ncu_result, outcome = _run_children(run, ncu)
+    fields = _fields(run, data, tail, ncu, ncu_result)
+    if status != "ok":
+        fields["shapes"] = scoring.shapes(spec, run["plan"], data, device)
+        return finish(status, message, **fields)
+    return scoring.scored(spec, run["plan"], data, device, finish, fields, census=outcome)
+
+
+def _checked(problem, source, device, seeds, timing_reps, timeout_s, census, insecure_no_isolation, referees):
+    """The judgement's arguments checked: (problem spec, device, isolation); raises ``ValueError``."""
     from kernels.registry import get_problem
 
-    started = time.monotonic()
     if ":" in problem and PROJECT_ROOT not in sys.path:
         sys.path.append(PROJECT_ROOT)  # toy problems under tests/ load by object path, as in the children
     spec = get_problem(problem)  # unknown names raise ValueError listing the known ones
@@ -136,39 +174,39 @@ def judge(
         raise ValueError(f"timing_reps must be >= 1, got {timing_reps}")
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    if census not in CENSUS_MODES:
+        raise ValueError(f"census must be one of {CENSUS_MODES}, got {census!r}")
     isolation = isolating.resolve(insecure_no_isolation)
     device = judge_device(device)
     if referees is not None and referees.device != device:
         raise ValueError(f"the referee pool serves {referees.device!r}, this judgement runs on {device!r}")
-    if device == "cuda":
-        lease_path = lease_path or default_lease_path()
-    digest = hashlib.sha256(source.encode()).hexdigest()
-    base = {"problem": spec.name, "device": device, "candidate_sha256": digest,
-            "timing_kind": "gpu" if device == "cuda" else "interpreter", "isolation": isolation.description}
-    caller_fingerprint = _caller_fingerprint(device)
+    return spec, device, isolation
 
-    def finish(status: str, message: str, **fields: Any) -> JudgeReport:
-        fields["fingerprint"] = {**caller_fingerprint, **fields.get("fingerprint", {})}
-        return JudgeReport(status=status, message=message, duration_s=round(time.monotonic() - started, 3),
-                           **base, **fields)
 
-    if static_policy:
-        findings = policy.scan(source)
-        if findings:
-            status = "compile_error" if any(f.status == "compile_error" for f in findings) else "forbidden"
-            chosen = [f for f in findings if f.status == status]
-            message = "; ".join(f.render() for f in chosen[:3])
-            if len(chosen) > 3:
-                message += f" (and {len(chosen) - 3} more)"
-            return finish(status, message)
+def _scan(source: str) -> tuple[str, str] | None:
+    """The static policy's (status, message), or None when the source passes it."""
+    findings = policy.scan(source)
+    if not findings:
+        return None
+    status = "compile_error" if any(f.status == "compile_error" for f in findings) else "forbidden"
+    chosen = [f for f in findings if f.status == status]
+    message = "; ".join(f.render() for f in chosen[:3])
+    if len(chosen) > 3:
+        message += f" (and {len(chosen) - 3} more)"
+    return status, message
 
+
+def _setup(spec, problem, source, device, seeds, timing_reps, confirm, timeout_s, isolation,
+           wants_census) -> dict[str, Any]:
+    """The plan, the candidate's folder and box, its config and isolated command line."""
     cpu = device == "cpu"
     default_reps = (CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS)
-    reps = timing_reps or default_reps
     graph_shapes = tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", [])) if not cpu else ()
     # A confirmation (a would-be champion's second judgement) also checks the held-out family.
-    the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=reps, warmup=CPU_WARMUP if cpu else GPU_WARMUP,
-                              rng=secrets.SystemRandom(), graph_shapes=graph_shapes, held_out=confirm)
+    the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=timing_reps or default_reps,
+                              warmup=CPU_WARMUP if cpu else GPU_WARMUP, rng=secrets.SystemRandom(),
+                              graph_shapes=graph_shapes, held_out=confirm,
+                              census=census_run.CENSUS_CALLS if wants_census else 0)
     workdir = tempfile.mkdtemp(prefix="marathon-judge-")
     os.chmod(workdir, 0o755)
     # The candidate's only writable place (its HOME, TMPDIR, Triton cache): under isolation a
@@ -183,51 +221,62 @@ def judge(
     where = _problem_source(problem)
     common = {"problem": where.path, "import_roots": list(where.import_roots), "device": device, "dtype": dtype}
     cgroup_box = cgroups.open_box(disable=CGROUP_DISABLE)
-    sandbox_config = dict(common, workdir=box, source=source, isolated=isolation.enabled,
-                          max_cpu_seconds=int(timeout_s) + 60, pids_cgroup="pids" in cgroup_box.groups)
+    config = dict(common, workdir=box, source=source, isolated=isolation.enabled,
+                  max_cpu_seconds=int(timeout_s) + 60, pids_cgroup="pids" in cgroup_box.groups)
     if cpu:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        sandbox_config["max_memory_bytes"] = int(min(16 << 30, 0.6 * total))
-    python = [sys.executable, "-I", "-c"]
+        config["max_memory_bytes"] = int(min(16 << 30, 0.6 * total))
     env = sandbox_env(box, device)
-    sandbox_argv = isolating.isolation_argv(
-        isolation, python + [BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)], workdir=box, writable=(),
-        readable=sandbox_readable(problem), env=env, gpu=device == "cuda",
-        scratch={box: BOX_BYTES[device], "/tmp": SCRATCH_BYTES, "/dev/shm": SCRATCH_BYTES})
+    return {"spec": spec, "problem": problem, "source": source, "device": device, "dtype": dtype, "plan": the_plan,
+            "workdir": workdir, "box": box, "common": common, "cgroup_box": cgroup_box, "config": config, "env": env,
+            "isolation": isolation, "timeout_s": timeout_s, "wants_census": wants_census,
+            "argv": sandbox_argv(isolation, problem, box, env, device)}
+
+
+def sandbox_argv(isolation, problem: str, box: str, env: dict[str, str], device: str,
+                 extra_readable: tuple[str, ...] = ()) -> list[str]:
+    """The candidate's isolated command line (``extra_readable``: more folders bound read-only)."""
+    python = [sys.executable, "-I", "-c", BOOT.format(root=PROJECT_ROOT, module=SANDBOX_MODULE)]
+    return isolating.isolation_argv(
+        isolation, python, workdir=box, writable=(), readable=sandbox_readable(problem) + extra_readable, env=env,
+        gpu=device == "cuda", scratch={box: BOX_BYTES[device], "/tmp": SCRATCH_BYTES, "/dev/shm": SCRATCH_BYTES})
+
+
+def _run_children(run: dict[str, Any], ncu: bool):
+    """Start both children, drive the judgement, then the extra sessions (ncu profile, census);
+    both process groups are killed before it returns. (status, message, data, the candidate's
+    output tail, the ncu profile or None, the census ``Outcome`` or None)."""
     children: dict[str, Child] = {}
     data: dict[str, Any] = {"timings": []}
-    referee_dir = workdir
+    referees, workdir, device, the_plan = run["referees"], run["workdir"], run["device"], run["plan"]
+    referee_dir, ncu_result, outcome, cgroup_box = workdir, None, None, run["cgroup_box"]
     try:
         if referees is not None:
             children["referee"], referee_dir, data["referee_reused"] = referees.take()
         else:
             children["referee"] = start_referee(workdir, device)
-        children["referee"].send(dict(common, op="begin", plan=the_plan.to_dict(), lease_path=lease_path))
-        children["sandbox"] = Child("sandbox", sandbox_argv, sandbox_config,
-                                     env if not isolation.enabled else {"PATH": "/usr/bin:/bin"}, box,
-                                     max_payload=largest_message(spec, the_plan, dtype), preexec=cgroup_box.enter)
+        children["referee"].send(dict(run["common"], op="begin", plan=the_plan.to_dict(), lease_path=run["lease_path"]))
+        max_payload = largest_message(run["spec"], the_plan, run["dtype"])
+        children["sandbox"] = Child("sandbox", run["argv"], run["config"],
+                                     run["env"] if not run["isolation"].enabled else {"PATH": "/usr/bin:/bin"},
+                                     run["box"], max_payload=max_payload, preexec=cgroup_box.enter)
         cgroup_box.pgid = children["sandbox"].process.pid
-        session = Session(children["sandbox"], children["referee"], started + timeout_s, timeout_s, cancel, heartbeat)
-        relay = Relay(session, spec, dtype, os.path.join(workdir, "outputs"), data.setdefault("errors", {}))
+        session = Session(children["sandbox"], children["referee"], run["started"] + run["timeout_s"],
+                          run["timeout_s"], run["cancel"], run["heartbeat"])
+        relay = Relay(session, run["spec"], run["dtype"], os.path.join(workdir, "outputs"),
+                      data.setdefault("errors", {}))
         lease = None
-        if lease_path:
-            lease = GpuLease(lease_path, on_wait=session.beat, should_stop=cancel.is_set if cancel else None)
+        if run["lease_path"]:
+            cancel = run["cancel"]
+            lease = GpuLease(run["lease_path"], on_wait=session.beat, should_stop=cancel.is_set if cancel else None)
         try:
-            drive(session, the_plan, spec, device, data, relay, cgroup_box, lease)
+            drive(session, the_plan, run["spec"], device, data, relay, cgroup_box, lease)
             status, message = "ok", ""
         except Stop as stop:
             status, message = stop.status, stop.message
         session.close_phase()
-        ncu_result = None
-        if ncu and status == "ok" and device == "cuda" and shutil.which("ncu"):
-            session.enter("profile", "profiling with Nsight Compute")
-            budget = min(NCU_TIMEOUT_S, max(1.0, started + timeout_s - time.monotonic()))
-            try:
-                with gpu_lease.maybe(lease, exclusive=True):  # profiles must not see other work
-                    ncu_result = _profile_with_ncu(sandbox_config, the_plan, isolation, problem, box, budget)
-            except gpu_lease.LeaseCancelled:
-                ncu_result = None, "not profiled: cancelled while waiting for the GPU"
-            session.close_phase()
+        if status == "ok":
+            ncu_result, outcome = _extra_sessions(run, session, lease, ncu, data, children["referee"])
         data["phases"] = session.phases
     finally:
         for who, child in children.items():
@@ -238,9 +287,50 @@ def judge(
         cgroup_box.close()
         tail = children["sandbox"].capture.text() if "sandbox" in children else ""
         shutil.rmtree(workdir, ignore_errors=True)
+    return status, message, data, tail, ncu_result, outcome
+
+
+def _extra_sessions(run, session, lease, ncu: bool, data, referee):
+    """After an accepted judgement: the ncu profile (asked for) and the census (``wants_census``),
+    each holding the GPU alone. (profile or None, census ``Outcome`` or None)."""
+    ncu_result, outcome = None, None
+    if ncu and run["device"] == "cuda" and shutil.which("ncu"):
+        session.enter("profile", "profiling with Nsight Compute")
+        budget = min(NCU_TIMEOUT_S, max(1.0, run["started"] + run["timeout_s"] - time.monotonic()))
+        try:
+            with gpu_lease.maybe(lease, exclusive=True):  # profiles must not see other work
+                ncu_result = _profile_with_ncu(run["config"], run["plan"], run["isolation"], run["problem"],
+                                               run["box"], budget)
+        except gpu_lease.LeaseCancelled:
+            ncu_result = None, "not profiled: cancelled while waiting for the GPU"
+        session.close_phase()
+    if run["wants_census"]:
+        session.enter("census", "listing the candidate's kernels with Nsight Compute (census)")
+        try:
+            with gpu_lease.maybe(lease, exclusive=True):
+                outcome = _census(run, data, referee)
+        except gpu_lease.LeaseCancelled:
+            outcome = census_lib.Outcome("not run", "cancelled while waiting for the GPU")
+        session.close_phase()
+    return ncu_result, outcome
+
+
+def _census(run: dict[str, Any], data: dict[str, Any], referee: Child) -> "census_lib.Outcome":
+    """One census session (``census_run.for_judgement``), or why it cannot run."""
+    ncu_path = profiling.which()
+    if ncu_path is None:
+        return census_lib.Outcome("not run", "ncu not found on PATH")
+    argv = sandbox_argv(run["isolation"], run["problem"], run["box"], run["env"], "cuda",
+                        profiling.install_dirs(ncu_path))
+    return census_run.for_judgement(run, data, referee, ncu_path, argv)
+
+
+def _fields(run, data, tail, ncu: bool, ncu_result) -> dict[str, Any]:
+    """The report's fields every verdict carries (seeds, output tail, fingerprint, phases, ncu)."""
+    the_plan, device = run["plan"], run["device"]
     fields: dict[str, Any] = {"seeds": [c.seed % (2**31) for c in the_plan.checks if c.key.endswith("/seed0")],
                               "output_tail": tail,
-                              "fingerprint": {**data.get("fingerprint", {}), "box": cgroup_box.layers},
+                              "fingerprint": {**data.get("fingerprint", {}), "box": run["cgroup_box"].layers},
                               "phases": data.get("phases", {}),
                               "referee_reused": bool(data.get("referee_reused", False))}
     if not ncu:
@@ -253,10 +343,7 @@ def judge(
         fields["ncu_reason"] = "not profiled: the candidate was not accepted"
     else:
         fields["ncu"], fields["ncu_reason"] = ncu_result
-    if status != "ok":
-        fields["shapes"] = scoring.shapes(spec, the_plan, data, device)
-        return finish(status, message, **fields)
-    return scoring.scored(spec, the_plan, data, device, finish, fields)
+    return fields
 
 
 def _profile_with_ncu(config, the_plan, isolation, problem, box, timeout_s) -> tuple[dict[str, Any] | None, str]:

@@ -32,6 +32,7 @@ from typing import Any
 from kernels.judge import protocol, rejections
 from kernels.judge.rejections import Reject
 from kernels.judge.sandbox_calls import Calls
+from kernels.judge.sandbox_census import Census
 
 
 def _limit_resources(config: dict[str, Any]) -> None:
@@ -53,7 +54,7 @@ def _limit_resources(config: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (int(memory_cap), int(memory_cap)))
 
 
-class Sandbox(Calls):
+class Sandbox(Calls, Census):
     def __init__(self, config: dict[str, Any]):
         import torch
 
@@ -164,6 +165,8 @@ class Sandbox(Calls):
             return self.time_batch(command)
         if op == "graph":
             return self.graph(command)
+        if op in ("census_blank", "census_time"):
+            return getattr(self, op)(command)
         if op == "finish":
             return {"kind": "finished", "resources": self.guards.STATE.kernels,
                     "launches": self.guards.STATE.own_launches}

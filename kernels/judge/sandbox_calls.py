@@ -35,11 +35,10 @@ class Calls:
             block.fill_(value)
         del block, blocks  # freed last-in first-out: the output-sized blocks come back first
 
-    def invoke(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
-        """Call the candidate under every guard; (a CPU copy of its output, the call's ms).
-
-        On a GPU the L2 cache is flushed after the inputs were written, so a call cannot find
-        them there; the ms are this process's own account, compared with the caller's clock."""
+    def prepare(self, inputs: dict[str, Any], shape: tuple[int, ...]) -> dict[str, Any]:
+        """The harness's work before a call: input clones, poisoned output memory, L2 flushed.
+        Shared by ``invoke`` and the census's blank calls (``sandbox_census.py``), so that both
+        launch the same harness kernels."""
         torch = self.torch
         clones = {k: v.clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)}
         for _, out_shape, out_dtype in self.problem.output_specs(shape, self.dtype):
@@ -51,6 +50,27 @@ class Calls:
                 self.flusher = timing.L2Flusher()
             self.flusher()
             torch.cuda.synchronize()
+        return clones
+
+    def collect(self, out, inputs: dict[str, Any], clones: dict[str, Any], shape: tuple[int, ...], when: str):
+        """The harness's work after a call: outputs checked, inputs unchanged, a CPU copy out."""
+        torch = self.torch
+        try:
+            got = outputs.check(self.problem, shape, self.dtype, out, self.device)
+        except outputs.OutputError as error:
+            raise Reject("incorrect", f"{error} ({when})") from None
+        for name, clone in clones.items():
+            if not torch.equal(inputs[name], clone):
+                raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
+        return tuple(part.detach().to("cpu", copy=True) for part in got)
+
+    def invoke(self, inputs: dict[str, Any], shape: tuple[int, ...], when: str):
+        """Call the candidate under every guard; (a CPU copy of its output, the call's ms).
+
+        On a GPU the L2 cache is flushed after the inputs were written, so a call cannot find
+        them there; the ms are this process's own account, compared with the caller's clock."""
+        torch = self.torch
+        clones = self.prepare(inputs, shape)
         launches = self.guards.STATE.own_launches
         threads = threading.active_count()
         started = time.perf_counter()
@@ -69,14 +89,7 @@ class Calls:
         if self.guards.STATE.own_launches == launches:
             raise Reject("forbidden",
                          f"no Triton kernel of the candidate was launched ({when}): the work must run in Triton")
-        try:
-            got = outputs.check(self.problem, shape, self.dtype, out, self.device)
-        except outputs.OutputError as error:
-            raise Reject("incorrect", f"{error} ({when})") from None
-        for name, clone in clones.items():
-            if not torch.equal(inputs[name], clone):
-                raise Reject("incorrect", f"the call modified its input '{name}' ({when}): inputs must stay unchanged")
-        return tuple(part.detach().to("cpu", copy=True) for part in got), call_ms
+        return self.collect(out, inputs, clones, shape, when), call_ms
 
     def raw(self, outs) -> bytes:
         """The outputs' bytes back to back, as the referee reads them (dtypes and shapes known

@@ -132,7 +132,9 @@ def summary(batches: list[dict[str, Any]], device: str = "cpu") -> dict[str, Any
     return result
 
 
-def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
+def scored(spec, the_plan, data, device, finish, fields, census: Any = None) -> JudgeReport:
+    """The verdict of an accepted judgement from its measurements; with a census
+    (``census.Outcome``), its verdict and kernel times decide (``apply_census``)."""
     entries = shapes(spec, the_plan, data, device)
     speedups, rooflines, doubts = [], [], []
     gpu = device == "cuda"
@@ -161,6 +163,17 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         if best < physics.IMPOSSIBLE_FRACTION * floor:
             doubts.append(f"{item['shape']}: {best * 1e3:.2f} us is below half the physical floor "
                           f"({floor * 1e3:.2f} us at the H200 datasheet peak): impossible, not fast")
+    note = data.get("baseline_note", "")
+    if census is not None:
+        fields = dict(fields, census=census.report())
+        if census.status == "ok":
+            doubts += apply_census(spec, entries, the_plan, census, dtype_of(spec, device))
+            speedups = [item["speedup"] for item in entries if item.get("speedup") is not None]
+            rooflines = [item["roofline"] for item in entries if item.get("roofline") is not None]
+            note = (note + "; " if note else "") + "GPU times from the census (ncu kernel time from a trusted parent)"
+        elif census.status == "not run":
+            note = (note + "; " if note else "") + (f"speedup NOT confirmed from outside (census not run: "
+                                                    f"{census.message[:200]}): the candidate's own GPU account")
     report_fields = dict(
         fields,
         shapes=entries,
@@ -169,7 +182,8 @@ def scored(spec, the_plan, data, device, finish, fields) -> JudgeReport:
         baseline=data.get("baseline", ""),
         resources=data.get("resources", {}),
     )
-    note = data.get("baseline_note", "")
+    if census is not None and census.status not in ("ok", "not run"):
+        return finish(census.status, census.message, **report_fields)
     if doubts:
         return finish("suspicious", "; ".join(doubts[:3]), **report_fields)
     message = "accepted" + (f" ({note})" if note else "") + near_gate(entries)
@@ -191,3 +205,46 @@ def near_gate(entries: list[dict[str, Any]]) -> str:
 
 def dtype_of(spec, device: str) -> str:
     return spec.cpu_dtype if device == "cpu" else spec.gpu_dtype
+
+
+def apply_census(spec, entries: list[dict[str, Any]], the_plan: planning.Plan, outcome: Any,
+                 dtype: str) -> list[str]:
+    """Make the census's kernel time decide each timed shape's speedup (in place); the doubts.
+
+    Per bench shape: ``census`` (the candidate's ms per call from ncu, the baseline's trusted GPU
+    figure and its clock, the candidate's own graph-replay and host-inclusive figures beside),
+    ``speedup`` = baseline / census ms (the candidate-reported one kept as ``reported_speedup``),
+    the roofline from the census time. A reported GPU figure below the census's beyond
+    ``census.AGREEMENT`` is a doubt (``suspicious``), and so is a census time under half the floor."""
+    from kernels.judge import census as census_lib
+
+    doubts = []
+    for bench in the_plan.bench:
+        got = outcome.per_bench.get(bench.index)
+        item = next((e for e in entries if e["dims"] == list(bench.shape) and e.get("timing")), None)
+        if got is None or item is None:
+            continue
+        cand, base = item["timing"]["candidate"], item["timing"]["baseline"]
+        graph = item.get("graph") or {}
+        if "median_ms" in graph.get("baseline", {}):
+            base_ms, base_clock = graph["baseline"]["median_ms"], "CUDA graph replay in the trusted referee"
+        else:
+            base_ms, base_clock = base["median_ms"], "CUDA events around each call in the trusted referee"
+        census_ms = got["candidate_ms"]
+        reported_graph = graph.get("candidate", {}).get("median_ms")
+        item["census"] = {"candidate_ms": census_ms, "clock": "ncu kernel time from a trusted parent",
+                          "baseline_ms": base_ms, "baseline_clock": base_clock, "reported_graph_ms": reported_graph,
+                          "reported_wall_ms": cand["median_ms"], "calls": got["calls"], "kernels": got["kernels"]}
+        item["reported_speedup"] = item.get("speedup")
+        item["speedup"] = base_ms / max(census_ms, 1e-12)
+        floor = physics.floor_ms(spec, tuple(bench.shape), dtype)
+        item["roofline"] = min(roofline.fraction(floor, max(census_ms, 1e-12)), 10.0)
+        reported = min(x for x in (reported_graph, cand["median_ms"]) if x is not None)
+        if census_lib.disagrees(census_ms, reported):
+            doubts.append(f"{item['shape']}: the candidate reported {reported * 1e3:.2f} us per call, the census "
+                          f"measured {census_ms * 1e3:.2f} us of its kernels (agreement bound: at least census / "
+                          f"{census_lib.AGREEMENT} - {census_lib.AGREEMENT_MS * 1e3:.0f} us): a forged or scaled timer")
+        if census_ms < physics.IMPOSSIBLE_FRACTION * floor:
+            doubts.append(f"{item['shape']}: census {census_ms * 1e3:.2f} us is below half the physical floor "
+                          f"({floor * 1e3:.2f} us): impossible, not fast")
+    return doubts

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="GPU only: once accepted, profile one call at the first bench shape with Nsight Compute "
                         "(speed of light, occupancy, registers, spills, cache hit rates, stall reasons per kernel; "
                         "at most 120 s more); needs ncu on PATH")
+    parser.add_argument("--census", choices=("confirm", "always", "off"), default="confirm",
+                        help="GPU only: when an accepted judgement also lists its kernels with Nsight Compute from "
+                        "outside the sandbox, whose kernel time then decides the speedup (default: with --confirm)")
     parser.add_argument("--insecure-no-isolation", action="store_true",
                         help="run the candidate WITHOUT OS isolation (bubblewrap) where it cannot be set up; "
                         "the report says so")
@@ -66,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         report = judge(path.read_text(), args.problem, device=args.device, seeds=args.seeds,
                        timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu,
-                       insecure_no_isolation=args.insecure_no_isolation,
+                       census=args.census, insecure_no_isolation=args.insecure_no_isolation,
                        heartbeat=None if args.quiet else phase_printer())
     except IsolationUnavailable as error:
         print(f"marathon judge: refusing to run the candidate: {error}", file=sys.stderr)

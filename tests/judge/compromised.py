@@ -22,6 +22,9 @@ the first line of the "candidate" source (``# attack: NAME``):
 - ``fill_disk``: writes to its directory, /tmp and /dev/shm until each is full, reports bytes;
 - ``huge_output``: announces an output of 2**40 bytes (the trusted side must not read it);
 - ``name_dev_zero``: answers a checked call with the path ``/dev/zero`` and no bytes;
+- ``forge_markers``: in a census session, launches each timed window's closing marker before
+  its work (the census must call it ``suspicious``); under a census, every attack's torch
+  compute shows as aten kernels (``forbidden``);
 - ``hunt_secrets``: before anything else, reads every environment, every ``/proc/*/environ``
   and ``cmdline`` and every small file under the usual roots it can see, tries the host's
   PostgreSQL port and writes outside its directory, and reports all of it (in its output
@@ -160,7 +163,7 @@ def _burn() -> None:
 def raw(out) -> bytes:
     import torch
 
-    return out.contiguous().view(torch.uint8).numpy().tobytes()
+    return out.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
 
 
 def main() -> None:
@@ -230,6 +233,8 @@ def main() -> None:
                 hits = 1
             reply, payload = _timed(command, attack, problem, reference, device, dtype, checked, memo, clock)
             hits += reply.pop("hits") if attack != "late_thread" else 0
+        elif op in ("census_blank", "census_time"):
+            reply, payload = _census(command, attack, problem, reference, device, dtype, checked, memo, clock)
         elif op == "finish":
             if attack == "memo_by_content":
                 print(f"memo hits: {hits}", flush=True)
@@ -238,6 +243,26 @@ def main() -> None:
             break
         protocol.send(fd, nonce, reply, payload)
     os._exit(0)
+
+
+def _census(command, attack, problem, reference, device, dtype, checked, memo, clock):
+    """A census session's commands (``kernels/judge/sandbox_census.py``), the markers launched
+    as the harness launches them; ``forge_markers`` launches the window's closing marker early,
+    so that its work would fall outside the window (``census.analyze`` must see the code twice)."""
+    import torch
+
+    from kernels.judge.census_mark import mark
+
+    mark(torch, command["open"], device)
+    if command["op"] == "census_blank":
+        mark(torch, command["close"], device)
+        return {"kind": "blanked"}, None
+    if attack == "forge_markers":
+        mark(torch, command["close"], device)
+    reply, payload = _timed(command, attack, problem, reference, device, dtype, checked, memo, clock)
+    reply.pop("hits")
+    mark(torch, command["close"], device)
+    return reply, payload
 
 
 def _timed(command, attack, problem, reference, device, dtype, checked, memo, clock):

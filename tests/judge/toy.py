@@ -122,3 +122,8 @@ def failing_baselines(device):
 
 FAILING_BASELINE = dataclasses.replace(PROBLEM, name="toy-failing-baseline",
                                        baselines="tests.judge.toy:failing_baselines")
+
+
+# The toy with its bench shape launch-bound: judgements of it replay that shape from a CUDA graph
+# (candidate and baseline), which the census check compares with its kernel time.
+GRAPHED = dataclasses.replace(PROBLEM, name="toy-graphed", extra={"launch_bound_shapes": [[4, 1024, 64]]})
