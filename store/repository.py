@@ -148,6 +148,8 @@ def record_attempt(
     written by ``store.run_progress.record_progress`` (the record activity calls both in one
     transaction).
     """
+    # The keyword arguments are the row's columns, named once in the signature.
+    columns = {name: value for name, value in locals().items() if name != "session"}
     if iteration < 0 or index < 0:
         raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
     existing = _find_attempt(session, run_id, iteration, index)
@@ -155,27 +157,7 @@ def record_attempt(
         return existing, False
     if session.get(Run, run_id) is None:
         raise KeyError(f"run {run_id} not found")
-    attempt = Attempt(
-        run_id=run_id,
-        iteration=iteration,
-        index=index,
-        strategy=strategy,
-        knobs=knobs,
-        source_sha=source_sha,
-        status=status,
-        message=message,
-        speedup=speedup,
-        roofline=roofline,
-        timing_kind=timing_kind,
-        report_sha=report_sha,
-        is_best=is_best,
-        gpu_seconds=gpu_seconds,
-        llm_sha=llm_sha,
-        wall_s=wall_s,
-        wall_share_s=wall_share_s,
-        gpu_busy_s=gpu_busy_s,
-        timing_s=timing_s,
-    )
+    attempt = Attempt(**columns)
     try:
         with session.begin_nested():
             session.add(attempt)

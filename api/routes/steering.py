@@ -15,12 +15,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from temporalio.client import WorkflowUpdateFailedError
 
-from api import problem_catalog
+from api import problem_catalog, run_lookup
 from api import runs_service as service
 from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep
 from api.errors import invalid
 from api.steering_outcome import ended_meanwhile
-from api.routes.runs import ACTIONS, ERRORS, _existing_run, _load
 from api.schemas import (
     ActionAccepted,
     GoalChanged,
@@ -36,12 +35,15 @@ from store.db import session_scope
 from store.models import SteeringEvent
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=ERRORS)
+router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=run_lookup.ERRORS)
+
+# Each signal a run takes without arguments, and the word for a run that can no longer take it.
+ACTIONS = {"pause": "paused", "resume": "resumed", "stop": "stopped"}
 
 
 async def _require_live(run_id: str, settings, temporal, doing: str):
     """404 for unknown runs, 409 for finished ones (the store's word, then Temporal's)."""
-    run = await _load(settings, run_id)
+    run = await run_lookup.load_run(settings, run_id)
     if run.status in FINISHED_RUN_STATUSES:
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
     if not await temporal.is_running(run_id):
@@ -204,6 +206,6 @@ def read_steering(
 ) -> SteeringList:
     """Every pause, resume, stop, goal change and hint the run was given, oldest first, with its
     time; kept in the store, so it is there after the run ends."""
-    _existing_run(session, run_id)
+    run_lookup.existing_run(session, run_id)
     events, count = repository.list_steering(session, run_id, offset=offset, limit=limit)
     return SteeringList(data=[steering_public(e) for e in events], count=count)
