@@ -21,7 +21,8 @@ TOKEN_PREFIX = "mt_"
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """A run's goal, budget or proposer as the JSON column stores it (a dataclass or a dict)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, dict):
@@ -29,7 +30,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
     raise ValueError(f"expected a dataclass or a dict, got {type(value).__name__}")
 
 
-def _check_page(offset: int, limit: int) -> None:
+def check_page(offset: int, limit: int) -> None:
+    """Refuse a page the store will not read: ``offset`` >= 0, 1 <= ``limit`` <= 1000."""
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     if not 1 <= limit <= 1000:
@@ -59,9 +61,9 @@ def create_run(
         id=run_id,
         problem=problem,
         status="running",
-        goal=_as_dict(goal),
-        budget=_as_dict(budget),
-        proposer=_as_dict(proposer),
+        goal=as_dict(goal),
+        budget=as_dict(budget),
+        proposer=as_dict(proposer),
         candidates_per_iteration=candidates_per_iteration,
         iteration=0,
         stop_reason="",
@@ -99,7 +101,7 @@ def list_runs(
     limit: int = 50,
 ) -> tuple[list[Run], int]:
     """Runs newest first, filtered by status and problem; returns (page, total matching)."""
-    _check_page(offset, limit)
+    check_page(offset, limit)
     query = select(Run)
     if status is not None:
         query = query.where(Run.status == status)
@@ -178,7 +180,7 @@ def record_attempt(
 
 def list_attempts(session: Session, run_id: str, *, offset: int = 0, limit: int = 50) -> tuple[list[Attempt], int]:
     """A run's attempts ordered by (iteration, index); returns (page, total)."""
-    _check_page(offset, limit)
+    check_page(offset, limit)
     count = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)) or 0
     page = session.scalars(
         select(Attempt)
@@ -223,7 +225,7 @@ def list_steering(
     session: Session, run_id: str, *, offset: int = 0, limit: int = 100
 ) -> tuple[list[SteeringEvent], int]:
     """A run's steering requests, oldest first; returns (page, total)."""
-    _check_page(offset, limit)
+    check_page(offset, limit)
     count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0
     page = session.scalars(
         select(SteeringEvent)
@@ -294,7 +296,7 @@ def attempt_series(session: Session, run_id: str) -> list[tuple[int, int, str, O
 
 def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[Attempt]:
     """The latest ``limit`` attempts, newest first."""
-    _check_page(0, limit)
+    check_page(0, limit)
     return list(
         session.scalars(
             select(Attempt)
