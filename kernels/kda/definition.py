@@ -52,6 +52,7 @@ from kernels.problem import (
     dtype_name as _dtype_name,
     input_generator,
     vary_length,
+    standard_parts,
 )
 from kernels.kda import gates
 
@@ -203,10 +204,6 @@ PROBLEM = Problem(
     # output to bf16 alone costs about 1.5e-3; FLA chunk_kda measures 3.9e-3 at T=1024.
     # fp32 (interpreter) computes in IEEE fp32: only summation order differs.
     tolerance={"bfloat16": 5e-3, "float16": 5e-3, "float32": 1e-4},
-    make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
     reference="kernels.kda.reference:kda_state_reference",
     baselines="kernels.kda.baseline:baselines",
     ours="kernels.kda.chunk:kernel",
@@ -215,8 +212,6 @@ PROBLEM = Problem(
     notes="Memory-bound even when fully fused (about 100 FLOP/byte against an H200 ridge of "
     "about 184). The state scan is sequential over time: at small B*H the GPU starves.",
     extra={"launch_bound": False, "gate_lower_bound": GATE_LOWER_BOUND},
-    regimes=REGIMES,
-    held_out=HELD_OUT,
-    vary_shape=vary_shape,
     extra_outputs=final_state_output,
+    **standard_parts(globals()),
 )
