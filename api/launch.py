@@ -5,7 +5,7 @@ back out)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from fastapi import HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
@@ -21,7 +21,7 @@ from kernels.registry import builtin_problem_names, get_problem
 from store import repository
 from store.db import session_scope
 from workflows import search_attributes as attrs
-from workflows.types import OptimizeInput
+from workflows.types import OptimizeInput, StartFrom
 
 
 def check_problem(request: Request, name: str, database_url: str) -> list[dict]:
@@ -175,3 +175,19 @@ async def launch(run: OptimizeInput, settings, temporal) -> RunCreated:
         run_page_url=service.run_page_url(settings, run.run_id),
         temporal_url=temporal.ui_url(run.run_id),
     )
+
+
+async def launch_new(temporal, settings, gpu_arch: Optional[str],
+                     start_from: Optional[Callable[[], Awaitable[StartFrom]]], **fields: Any) -> RunCreated:
+    """Launch a new run of ``fields`` (``OptimizeInput``'s problem, goal, budget, proposer, ...): it
+    gets its id, its evaluation target (the request's ``gpu_arch``, else the first polled one) and
+    then, for a fork or a continuation, what ``start_from()`` says it starts from."""
+    arch, queue = await evaluation_target(temporal, settings, gpu_arch)
+    run = OptimizeInput(
+        run_id=service.new_run_id(fields["problem"]),
+        gpu_arch=arch,
+        evaluate_task_queue=queue,
+        start_from=await start_from() if start_from is not None else None,
+        **fields,
+    )
+    return await launch(run, settings, temporal)

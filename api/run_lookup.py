@@ -3,9 +3,9 @@ texts) in the store, with a 404 that names what is missing."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
-from fastapi import HTTPException, status
+from fastapi import HTTPException, Query, status
 from fastapi.concurrency import run_in_threadpool
 
 from api import runs_service as service
@@ -25,6 +25,10 @@ ERRORS = {
     413: {"model": Message, "description": "Request body too large"},
     503: {"model": Message, "description": "Temporal is not reachable, or no evaluation worker polls"},
 }
+
+# The paging of a run's attempts and steering log (the store refuses more than 1000 rows a page).
+PageOffset = Annotated[int, Query(ge=0, le=10_000_000)]
+PageLimit = Annotated[int, Query(ge=1, le=1000)]
 
 
 def _not_found(error: service.RunNotFound) -> HTTPException:

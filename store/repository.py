@@ -178,18 +178,17 @@ def record_attempt(
     return attempt, True
 
 
+def _run_page(session: Session, model: Any, run_id: str, order: tuple, offset: int, limit: int) -> tuple[list, int]:
+    """One page of a run's rows of ``model`` in ``order``, and how many it has in all."""
+    check_page(offset, limit)
+    count = session.scalar(select(func.count()).select_from(model).where(model.run_id == run_id)) or 0
+    page = session.scalars(select(model).where(model.run_id == run_id).order_by(*order).offset(offset).limit(limit))
+    return list(page.all()), count
+
+
 def list_attempts(session: Session, run_id: str, *, offset: int = 0, limit: int = 50) -> tuple[list[Attempt], int]:
     """A run's attempts ordered by (iteration, index); returns (page, total)."""
-    check_page(offset, limit)
-    count = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)) or 0
-    page = session.scalars(
-        select(Attempt)
-        .where(Attempt.run_id == run_id)
-        .order_by(Attempt.iteration, Attempt.index)
-        .offset(offset)
-        .limit(limit)
-    ).all()
-    return list(page), count
+    return _run_page(session, Attempt, run_id, (Attempt.iteration, Attempt.index), offset, limit)
 
 
 def get_attempt(session: Session, attempt_id: int) -> Optional[Attempt]:
@@ -225,16 +224,7 @@ def list_steering(
     session: Session, run_id: str, *, offset: int = 0, limit: int = 100
 ) -> tuple[list[SteeringEvent], int]:
     """A run's steering requests, oldest first; returns (page, total)."""
-    check_page(offset, limit)
-    count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0
-    page = session.scalars(
-        select(SteeringEvent)
-        .where(SteeringEvent.run_id == run_id)
-        .order_by(SteeringEvent.created_at, SteeringEvent.id)
-        .offset(offset)
-        .limit(limit)
-    ).all()
-    return list(page), count
+    return _run_page(session, SteeringEvent, run_id, (SteeringEvent.created_at, SteeringEvent.id), offset, limit)
 
 
 def hash_token(plaintext: str) -> str:

@@ -17,7 +17,7 @@ from api import runs_service as service
 from api.deps import AuthDep, SettingsDep, TemporalDep
 from api.errors import invalid
 from api.schemas import Message, RunContinue, RunCreated
-from workflows.types import FINISHED_RUN_STATUSES, Goal, OptimizeInput, ProposerConfig
+from workflows.types import FINISHED_RUN_STATUSES, Goal, ProposerConfig
 
 router = APIRouter(
     prefix="/runs",
@@ -60,16 +60,14 @@ async def continue_run(
         raise RequestValidationError(errors)
     proposer = ProposerConfig(**(parent.proposer or {}))
     await launch.check_proposer(temporal, settings, proposer)
-    arch, queue = await launch.evaluation_target(temporal, settings, body.gpu_arch)
-    run = OptimizeInput(
-        run_id=service.new_run_id(parent.problem),
+    return await launch.launch_new(
+        temporal,
+        settings,
+        body.gpu_arch,
+        lambda: lineage.start_from(temporal, url, run_id, "continue"),
         problem=parent.problem,
         goal=goal,
         budget=budget,
         proposer=proposer,
         candidates_per_iteration=parent.candidates_per_iteration,
-        gpu_arch=arch,
-        evaluate_task_queue=queue,
-        start_from=await lineage.start_from(temporal, url, run_id, "continue"),
     )
-    return await launch.launch(run, settings, temporal)

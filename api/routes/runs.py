@@ -18,7 +18,7 @@ from api.errors import invalid
 from api.schemas import AttemptsPublic, RunCreate, RunCreated, RunPublic, RunsPublic
 from store import repository
 from store.db import session_scope
-from workflows.types import FINISHED_RUN_STATUSES, RUN_STATUSES, OptimizeInput
+from workflows.types import FINISHED_RUN_STATUSES, RUN_STATUSES
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=run_lookup.ERRORS)
 
@@ -41,21 +41,19 @@ async def create_run(body: RunCreate, request: Request, settings: SettingsDep, t
     await launch.check_problem_served(temporal, settings, body.problem)
     await launch.check_proposer(temporal, settings, proposer)
     await launch.check_endpoint_reachable(proposer)
-    arch, queue = await launch.evaluation_target(temporal, settings, body.gpu_arch)
-    start_from = await lineage.start_from(temporal, url, body.from_run, "fork") if body.from_run else None
-    run = OptimizeInput(
-        run_id=service.new_run_id(body.problem),
+    fork = (lambda: lineage.start_from(temporal, url, body.from_run, "fork")) if body.from_run else None
+    return await launch.launch_new(
+        temporal,
+        settings,
+        body.gpu_arch,
+        fork,
         problem=body.problem,
         goal=goal,
         budget=budget,
         proposer=proposer,
         candidates_per_iteration=body.candidates_per_iteration,
         evaluations_in_flight=body.evaluations_in_flight,
-        gpu_arch=arch,
-        evaluate_task_queue=queue,
-        start_from=start_from,
     )
-    return await launch.launch(run, settings, temporal)
 
 
 # How many live runs of one list page are asked for their phase and candidates (in parallel).
@@ -103,8 +101,8 @@ async def read_run(run_id: str, settings: SettingsDep, temporal: TemporalDep) ->
 def read_attempts(
     run_id: str,
     session: SessionDep,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: run_lookup.PageOffset = 0,
+    limit: run_lookup.PageLimit = 50,
 ) -> AttemptsPublic:
     run_lookup.existing_run(session, run_id)
     attempts, count = repository.list_attempts(session, run_id, offset=offset, limit=limit)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from types import SimpleNamespace
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from temporalio.client import WorkflowUpdateFailedError
@@ -201,8 +201,8 @@ def steering_public(event: SteeringEvent) -> SteeringPublic:
 def read_steering(
     run_id: str,
     session: SessionDep,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: run_lookup.PageOffset = 0,
+    limit: run_lookup.PageLimit = 100,
 ) -> SteeringList:
     """Every pause, resume, stop, goal change and hint the run was given, oldest first, with its
     time; kept in the store, so it is there after the run ends."""
