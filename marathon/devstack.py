@@ -32,10 +32,10 @@ from marathon.resumed_runs import resumed_line, runs_in_flight
 from marathon.processes import (
     Child,
     ChildSpec,
-    become_subreaper,
     port_accepts,
     port_is_free,
     reap_adopted,
+    supervising,
     tend,
 )
 from marathon.stack_config import StackConfig, api_spec, child_env, temporal_spec, worker_specs
@@ -356,23 +356,18 @@ class DevStack:
             self._lock_handle = None
 
     def run(self) -> int:
-        # Orphaned grandchildren (a judge sandbox whose worker died) are reparented to us, so
-        # they can be found and stopped rather than left running.
-        become_subreaper()
-        previous = {sig: signal.signal(sig, self._handle_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with supervising(self._handle_signal):
             try:
-                token = self.start()
-            except StackError as error:
-                log.error("%s", error)
-                return 1
-            print(self.banner(token), file=self.out, flush=True)
-            self.supervise()
-            return 0
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                try:
+                    token = self.start()
+                except StackError as error:
+                    log.error("%s", error)
+                    return 1
+                print(self.banner(token), file=self.out, flush=True)
+                self.supervise()
+                return 0
+            finally:
+                self.stop()
 
 
 def _redact(url: str) -> str:
