@@ -149,8 +149,8 @@ def _check_hint(
     problem_name: str, proposer: str, text: str, database_url: str
 ) -> tuple[dict, list[str], Optional[str], str]:
     """(knob settings, errors, the proposer that reads the hint, a note saying what happens)."""
-    from activities.proposers.hints import check_hint
-    from activities.proposers.knob_space import KnobSpace
+    from kernels.hints import check_hint
+    from kernels.knob_space import KnobSpace
 
     space = KnobSpace(_space_module(problem_name, database_url))
     knobs, errors = check_hint(space, text)
