@@ -33,13 +33,17 @@ NCU_NOT_REQUESTED = "ncu profiling not requested"
 NCU_REASON_LIMIT = 160
 
 
-def resolve_device(requested: str, worker_device: Optional[str]) -> Optional[str]:
-    """"auto" means the worker's device; None lets the judge pick (cuda when there is one)."""
+def resolve_device(requested: str, worker_device: Optional[str]) -> str:
+    """The device this evaluation runs on, decided here once and handed to the judge as it is:
+    the request's, or for "auto" the worker's, or where the worker names none, cuda when this
+    machine has a GPU (``kernels.judge.environment.judge_device``)."""
     if requested not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
     if requested != "auto":
         return requested
-    return worker_device
+    from kernels.judge.environment import judge_device
+
+    return judge_device(worker_device)
 
 
 def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
@@ -60,19 +64,10 @@ def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
 
 def roofline_limit(report: dict[str, Any]) -> Optional[str]:
     """Which ceiling sets the floor of the shapes the judge put on the roofline: "memory",
-    "compute" or "mixed" (on the judge's datasheet ceilings); None when there are none or the
-    problem cannot be loaded here."""
-    shapes = [s for s in report.get("shapes") or [] if s.get("roofline") is not None and s.get("dims")]
-    if not shapes:
-        return None
-    try:
-        from kernels import roofline
-        from kernels.judge.physics import CEILINGS
-        from kernels.registry import get_problem
-
-        problem = get_problem(str(report.get("problem", "")))
-        limits = {roofline.limit(problem, tuple(s["dims"]), problem.gpu_dtype, CEILINGS) for s in shapes}
-    except (ValueError, ImportError, AttributeError, TypeError, ZeroDivisionError):
+    "compute" (each shape's ``limit``, as the judge wrote it on its datasheet ceilings) or
+    "mixed"; None when there are none (CPU judgements have no roofline)."""
+    limits = {s["limit"] for s in report.get("shapes") or [] if s.get("roofline") is not None and s.get("limit")}
+    if not limits:
         return None
     return limits.pop() if len(limits) == 1 else "mixed"
 

@@ -33,13 +33,10 @@ class JudgingActivities:
         self.referees = referees
         self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
 
-    def _referees_for(self, device: Optional[str]) -> Any:
-        """The worker's referee pool when this judgement runs on its device, else None."""
-        if self.referees is None:
-            return None
-        from kernels.judge.environment import judge_device
-
-        return self.referees if self.referees.device == judge_device(device) else None
+    def _referees_for(self, device: str) -> Any:
+        """The worker's referee pool when this judgement runs on its device (the device as
+        resolved: "cpu" or "cuda"), else None."""
+        return self.referees if self.referees is not None and self.referees.device == device else None
 
 
 def call_judge(source: str, problem: str, device: Optional[str], **options: Any) -> Any:
