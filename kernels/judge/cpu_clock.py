@@ -57,11 +57,6 @@ class TreeClock:
         return self.retired + sum(live.values())
 
 
-def tree_cpu_ms(pid: int) -> float:
-    """Milliseconds on a CPU so far of ``pid``, its threads and all its descendants alive now."""
-    return TreeClock(pid).ns() / 1e6
-
-
 def available() -> bool:
     """Whether this kernel exposes what ``TreeClock`` reads (Linux with schedstat and children)."""
     me = os.getpid()
