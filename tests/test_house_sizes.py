@@ -93,11 +93,15 @@ def test_no_file_outside_the_kernels_is_over_400_lines():
     assert offenders == [], "split these by role: " + "; ".join(offenders)
 
 
-def test_no_module_outside_the_kernels_imports_another_modules_private_names():
+# Triton files of one kernel family share their device helpers (``@triton.jit`` functions).
+KERNEL_FILES = ("kernels/mla/paged.py",)
+
+
+def test_no_module_imports_another_modules_private_names():
     offenders = [
         f"{path}:{line} imports {name}"
         for path, text in sources()
-        if not path.startswith(KERNEL_FOLDERS)
+        if path not in KERNEL_FILES
         for line, name in private_imports(text)
     ]
     assert offenders == [], "give what is shared a public name in its owner: " + "; ".join(offenders)

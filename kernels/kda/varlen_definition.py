@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kernels.kda.definition import FLOP_CHUNK, _check_shape as check_dense_shape
+from kernels.kda.definition import FLOP_CHUNK, check_shape as check_dense_shape
 from kernels.kda.definition import HELD_OUT as HELD_OUT  # kda's, a standard part of this definition
 from kernels.kda.general import PROBLEM as GENERAL, make_inputs as general_inputs
 from kernels.kda.general import REGIMES as REGIMES  # kda-general's, a standard part of this definition
