@@ -36,6 +36,7 @@ def _not_found(error: service.RunNotFound) -> HTTPException:
 
 
 async def load_run(settings, run_id: str):
+    """The run's row (read in a thread); 404 when the store has no run ``run_id``."""
     try:
         return await run_in_threadpool(service.load_run, settings.resolved_database_url, run_id)
     except service.RunNotFound as error:
@@ -43,6 +44,7 @@ async def load_run(settings, run_id: str):
 
 
 def existing_run(session, run_id: str):
+    """The run's row in ``session``; 404 when there is none (an implausible id is not looked up)."""
     run = repository.get_run(session, run_id) if service.plausible_run_id(run_id) else None
     if run is None:
         raise _not_found(service.RunNotFound(run_id))
@@ -50,6 +52,7 @@ def existing_run(session, run_id: str):
 
 
 def text_or_none(session, sha: Optional[str]) -> Optional[str]:
+    """The artifact ``sha`` as text; None when no sha is given or the store lacks it."""
     try:
         return get_text(session, sha) if sha else None
     except KeyError:
