@@ -182,6 +182,8 @@ async def launch_new(temporal, settings, gpu_arch: Optional[str],
     """Launch a new run of ``fields`` (``OptimizeInput``'s problem, goal, budget, proposer, ...): it
     gets its id, its evaluation target (the request's ``gpu_arch``, else the first polled one) and
     then, for a fork or a continuation, what ``start_from()`` says it starts from."""
+    if not fields.get("problem"):
+        raise ValueError(f"a new run needs its problem among its fields, got {sorted(fields)}")
     arch, queue = await evaluation_target(temporal, settings, gpu_arch)
     run = OptimizeInput(
         run_id=service.new_run_id(fields["problem"]),
