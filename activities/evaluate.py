@@ -21,25 +21,29 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import gpu_busy
+from activities.worker_judge import MESSAGE_LIMIT, JudgingActivities, call_judge
 from workflows.types import JUDGE_STATUSES, EvaluateInput, EvaluateResult
 
 HEARTBEAT_EVERY_S = 5.0
 # How long a cancelled evaluation waits for the judge to kill its child and return.
 CANCEL_GRACE_S = 30.0
-MESSAGE_LIMIT = 4000
 # What the judge says when no profile was asked for (kernels/judge/runner.py), and how much of the
 # reason a profile was not made travels in the history.
 NCU_NOT_REQUESTED = "ncu profiling not requested"
 NCU_REASON_LIMIT = 160
 
 
-def resolve_device(requested: str, worker_device: Optional[str]) -> Optional[str]:
-    """"auto" means the worker's device; None lets the judge pick (cuda when there is one)."""
+def resolve_device(requested: str, worker_device: Optional[str]) -> str:
+    """The device this evaluation runs on, decided here once and handed to the judge as it is:
+    the request's, or for "auto" the worker's, or where the worker names none, cuda when this
+    machine has a GPU (``kernels.judge.environment.judge_device``)."""
     if requested not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
     if requested != "auto":
         return requested
-    return worker_device
+    from kernels.judge.environment import judge_device
+
+    return judge_device(worker_device)
 
 
 def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
@@ -60,19 +64,10 @@ def ncu_request(profile: bool, device: Optional[str]) -> tuple[bool, str]:
 
 def roofline_limit(report: dict[str, Any]) -> Optional[str]:
     """Which ceiling sets the floor of the shapes the judge put on the roofline: "memory",
-    "compute" or "mixed" (on the judge's datasheet ceilings); None when there are none or the
-    problem cannot be loaded here."""
-    shapes = [s for s in report.get("shapes") or [] if s.get("roofline") is not None and s.get("dims")]
-    if not shapes:
-        return None
-    try:
-        from kernels import roofline
-        from kernels.judge.physics import CEILINGS
-        from kernels.registry import get_problem
-
-        problem = get_problem(str(report.get("problem", "")))
-        limits = {roofline.limit(problem, tuple(s["dims"]), problem.gpu_dtype, CEILINGS) for s in shapes}
-    except (ValueError, ImportError, AttributeError, TypeError, ZeroDivisionError):
+    "compute" (each shape's ``limit``, as the judge wrote it on its datasheet ceilings) or
+    "mixed"; None when there are none (CPU judgements have no roofline)."""
+    limits = {s["limit"] for s in report.get("shapes") or [] if s.get("roofline") is not None and s.get("limit")}
+    if not limits:
         return None
     return limits.pop() if len(limits) == 1 else "mixed"
 
@@ -115,24 +110,14 @@ def profile_figures(report: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
-class Evaluator:
-    """The evaluation activity, bound to a store and to this worker's device. ``gpu_index`` is the
-    NVML index of that device (``gpu_busy.gpu_index``), None when there is no GPU to measure.
-    ``referees`` is the worker's ``RefereePool`` (``kernels/judge/referees.py``): judgements borrow
-    referees whose baselines are already warm; None starts a fresh referee per judgement."""
+class Evaluator(JudgingActivities):
+    """The evaluation activity, bound to a store and to this worker's device (``JudgingActivities``)."""
 
     def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
                  lease_path: Optional[str] = None, gpu_index: Optional[int] = None, referees: Any = None) -> None:
-        if not database_url:
-            raise ValueError("Evaluator needs the store's database URL, got none")
         if device not in (None, "cpu", "cuda"):
             raise ValueError(f"worker device must be cpu or cuda, got {device!r}")
-        self.database_url = database_url
-        self.device = device
-        self.insecure_no_isolation = insecure_no_isolation
-        self.lease_path = lease_path
-        self.referees = referees
-        self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
+        super().__init__(database_url, device, insecure_no_isolation, lease_path, gpu_index, referees)
 
     @activity.defn(name="evaluate")
     async def evaluate(self, input: EvaluateInput) -> EvaluateResult:
@@ -169,14 +154,6 @@ class Evaluator:
         duration = time.monotonic() - started
         return await asyncio.to_thread(self._result, report, duration, self.busy.end(window))
 
-    def _referees_for(self, device: Optional[str]) -> Any:
-        """The worker's referee pool when this judgement runs on its device, else None."""
-        if self.referees is None:
-            return None
-        from kernels.judge.environment import judge_device
-
-        return self.referees if self.referees.device == judge_device(device) else None
-
     def _load_source(self, sha: str) -> str:
         from store.artifacts import get_text
         from store.db import session_scope
@@ -193,35 +170,20 @@ class Evaluator:
     def _judge(source: str, input: EvaluateInput, device: Optional[str], cancel: threading.Event,
                insecure_no_isolation: bool = False, lease_path: Optional[str] = None,
                set_phase: Optional[Any] = None, referees: Any = None):
-        from kernels.judge import RefereeFailure, judge
-        from kernels.judge.isolation import IsolationUnavailable
-
         profile, why_not = ncu_request(input.profile, device)
-        try:
-            report = judge(
-                source,
-                input.problem,
-                device=device,
-                confirm=input.confirm,
-                timeout_s=input.timeout_s,
-                cancel=cancel,
-                ncu=profile,
-                insecure_no_isolation=insecure_no_isolation,
-                lease_path=lease_path,
-                referees=referees,
-                heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
-            )
-        except ValueError as error:
-            raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
-        except IsolationUnavailable as error:
-            # Not retryable here: this worker cannot isolate candidates until an operator acts.
-            raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
-                                   non_retryable=True) from error
-        except RefereeFailure as error:
-            # The judge's own failure (out of GPU memory, a baseline that cannot run), not a verdict:
-            # Temporal retries the evaluation (EVALUATE_RETRY); after its last try the candidate is recorded
-            # as crashed with this message.
-            raise ApplicationError(str(error)[-MESSAGE_LIMIT:], type="RefereeFailure") from error
+        report = call_judge(
+            source,
+            input.problem,
+            device,
+            confirm=input.confirm,
+            timeout_s=input.timeout_s,
+            cancel=cancel,
+            ncu=profile,
+            insecure_no_isolation=insecure_no_isolation,
+            lease_path=lease_path,
+            referees=referees,
+            heartbeat=(lambda label: set_phase(0, label)) if set_phase else None,
+        )
         if input.profile and not profile:
             report.ncu_reason = why_not
         return report

@@ -9,9 +9,10 @@ is ASCII interleaved with NULs, which is valid UTF-8.
 from __future__ import annotations
 
 import codecs
-import json
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.body_guard import guard_body
 
 
 def not_utf8_message(offset: int, reason: str) -> str:
@@ -36,34 +37,14 @@ class Utf8JsonBody:
             return
         decoder = codecs.getincrementaldecoder("utf-8")()
         seen = 0
-        refused = False
-        response_started = False
 
-        async def checking_receive() -> Message:
-            nonlocal seen, refused
-            if refused:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] != "http.request":
-                return message
-            chunk = message.get("body", b"")
-            reason = _problem(decoder, chunk, seen, final=not message.get("more_body", False))
+        def check(chunk: bytes, final: bool) -> str | None:
+            nonlocal seen
+            reason = _problem(decoder, chunk, seen, final)
             seen += len(chunk)
-            if reason is not None and not response_started:
-                refused = True
-                await _refuse(send, reason)
-                return {"type": "http.disconnect"}
-            return message
+            return reason
 
-        async def guarded_send(message: Message) -> None:
-            nonlocal response_started
-            if refused:
-                return
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        await self.app(scope, checking_receive, guarded_send)
+        await guard_body(self.app, scope, receive, send, check, status=400)
 
 
 def _problem(decoder, chunk: bytes, seen: int, final: bool) -> str | None:
@@ -76,15 +57,3 @@ def _problem(decoder, chunk: bytes, seen: int, final: bool) -> str | None:
         return not_utf8_message(seen + error.start, f"byte 0x{chunk[error.start]:02x}" if error.start < len(chunk)
                                 else "a truncated character")
     return None
-
-
-async def _refuse(send: Send, reason: str) -> None:
-    body = json.dumps({"detail": reason}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 400,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

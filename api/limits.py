@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from api.body_guard import guard_body, refuse
 
 
 def too_large_message(limit: int) -> str:
@@ -26,45 +26,15 @@ class BodySizeLimit:
         if declared is not None:
             try:
                 if int(declared) > self.max_bytes:
-                    await self._refuse(send)
+                    await refuse(send, 413, too_large_message(self.max_bytes))
                     return
             except ValueError:
                 pass
         received = 0
-        response_started = False
-        refused = False
 
-        async def counting_receive() -> Message:
-            nonlocal received, refused
-            if refused:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes and not response_started:
-                    # Answer now and tell the app the client went away, so it stops reading.
-                    refused = True
-                    await self._refuse(send)
-                    return {"type": "http.disconnect"}
-            return message
+        def check(chunk: bytes, final: bool) -> str | None:
+            nonlocal received
+            received += len(chunk)
+            return too_large_message(self.max_bytes) if received > self.max_bytes else None
 
-        async def guarded_send(message: Message) -> None:
-            nonlocal response_started
-            if refused:
-                return
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        await self.app(scope, counting_receive, guarded_send)
-
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": too_large_message(self.max_bytes)}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await guard_body(self.app, scope, receive, send, check, status=413)

@@ -79,6 +79,37 @@ def _point_title(point: PlotPoint) -> str:
     return text
 
 
+def _attempt_marks(points: Sequence[PlotPoint], x, y, bottom: float, x_high: float) -> list[str]:
+    """One dot per attempt (failures on the ``bottom`` edge) and the step line of the confirmed
+    best so far, drawn with the plot's ``x(iteration)`` and ``y(speedup)`` scales."""
+    parts: list[str] = []
+    best: Optional[float] = None
+    steps: list[str] = []
+    for point in points:
+        if point.speedup is None or point.speedup <= 0:
+            parts.append(
+                f'<circle class="failed" cx="{x(point.iteration):.1f}" cy="{bottom:.1f}" r="3">'
+                f"<title>{esc(_point_title(point))}</title></circle>"
+            )
+            continue
+        css = "attempt unconfirmed" if point.not_confirmed else "attempt"
+        parts.append(
+            f'<circle class="{css}" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
+            f"<title>{esc(_point_title(point))}</title></circle>"
+        )
+        # The line follows the confirmed best only, never a first timing that did not hold up.
+        if point.is_best and (best is None or point.speedup > best):
+            if best is not None:
+                steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
+            best = point.speedup
+            steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
+    if best is not None:
+        steps.append(f"{x(x_high):.1f},{y(best):.1f}")
+        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}">'
+                     "<title>best so far (confirmed)</title></polyline>")
+    return parts
+
+
 def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> str:
     """Speedup of every attempt (dots; failures as red dots on the bottom edge, unconfirmed
     figures hollow) and the confirmed best so far (a step line), on a log-scale y axis with the
@@ -135,30 +166,6 @@ def speedup_svg(points: Sequence[PlotPoint], goal_target: Optional[float]) -> st
             f'y1="{y(goal_target):.1f}" y2="{y(goal_target):.1f}"><title>goal {goal_target:g}x</title></line>'
             f'<text class="goal-label" x="{right + 4}" y="{y(goal_target) + 4:.1f}">goal {goal_target:g}x</text>'
         )
-    best: Optional[float] = None
-    steps: list[str] = []
-    bottom = MARGIN_TOP + inner_h
-    for point in points:
-        if point.speedup is None or point.speedup <= 0:
-            parts.append(
-                f'<circle class="failed" cx="{x(point.iteration):.1f}" cy="{bottom:.1f}" r="3">'
-                f"<title>{esc(_point_title(point))}</title></circle>"
-            )
-            continue
-        css = "attempt unconfirmed" if point.not_confirmed else "attempt"
-        parts.append(
-            f'<circle class="{css}" cx="{x(point.iteration):.1f}" cy="{y(point.speedup):.1f}" r="4">'
-            f"<title>{esc(_point_title(point))}</title></circle>"
-        )
-        # The line follows the confirmed best only, never a first timing that did not hold up.
-        if point.is_best and (best is None or point.speedup > best):
-            if best is not None:
-                steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
-            best = point.speedup
-            steps.append(f"{x(point.iteration):.1f},{y(best):.1f}")
-    if best is not None:
-        steps.append(f"{x(x_high):.1f},{y(best):.1f}")
-        parts.append(f'<polyline class="best-line" points="{" ".join(steps)}">'
-                     "<title>best so far (confirmed)</title></polyline>")
+    parts += _attempt_marks(points, x, y, MARGIN_TOP + inner_h, x_high)
     parts.append("</svg>")
     return "".join(parts)

@@ -247,32 +247,21 @@ def ended_verdict(run: Run, live: LiveState, now: Optional[datetime] = None) -> 
     return None
 
 
+# The public attempt's fields that are the store's columns as they are (the rest are derived below):
+# one list, read from both classes, so a column added to both is shown without a third copy.
+STORED_ATTEMPT_FIELDS = tuple(
+    name for name in AttemptPublic.model_fields if name in Attempt.__table__.columns and name != "created_at"
+)
+
+
 def attempt_public(attempt: Attempt) -> AttemptPublic:
     busy_fraction, timing_fraction = attempt_fractions(
         attempt.wall_s, attempt.wall_share_s, attempt.gpu_busy_s, attempt.timing_s
     )
+    stored = {name: getattr(attempt, name) for name in STORED_ATTEMPT_FIELDS}
     return AttemptPublic(
-        id=attempt.id,
-        run_id=attempt.run_id,
-        iteration=attempt.iteration,
-        index=attempt.index,
-        strategy=attempt.strategy,
-        knobs=attempt.knobs,
-        source_sha=attempt.source_sha,
-        status=attempt.status,
-        message=attempt.message,
-        speedup=attempt.speedup,
-        roofline=attempt.roofline,
-        timing_kind=attempt.timing_kind,
-        report_sha=attempt.report_sha,
-        is_best=attempt.is_best,
-        gpu_seconds=attempt.gpu_seconds,
-        llm_sha=attempt.llm_sha,
+        **stored,
         llm_url=llm_url(attempt),
-        wall_s=attempt.wall_s,
-        wall_share_s=attempt.wall_share_s,
-        gpu_busy_s=attempt.gpu_busy_s,
-        timing_s=attempt.timing_s,
         gpu_busy_fraction=busy_fraction,
         timing_fraction=timing_fraction,
         created_at=_aware(attempt.created_at),

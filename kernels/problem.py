@@ -117,6 +117,25 @@ def load_object(path: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
+# A definition module's parts that ``Problem`` takes as they are, under the names every built-in
+# definition gives them (field -> the module's name): one list, instead of the same seven
+# keywords written out again in each definition.
+STANDARD_PARTS = {"make_inputs": "make_inputs", "output": "output", "flops": "flops",
+                  "bytes_moved": "bytes_moved", "regimes": "REGIMES", "held_out": "HELD_OUT",
+                  "vary_shape": "vary_shape"}
+
+
+def standard_parts(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The ``STANDARD_PARTS`` a definition module defines, read from its ``globals()``, as keyword
+    arguments of ``Problem``. A part the module lacks is an error naming it: a definition that
+    names its parts otherwise passes them to ``Problem`` itself."""
+    missing = [name for name in STANDARD_PARTS.values() if name not in namespace]
+    if missing:
+        raise ValueError(f"definition module {namespace.get('__name__', '?')} defines no {', '.join(missing)}: "
+                         "define them, or pass those fields to Problem yourself")
+    return {field: namespace[name] for field, name in STANDARD_PARTS.items()}
+
+
 @dataclass(frozen=True)
 class CausalAxis:
     """Where time runs, for problems whose output at position t may only depend on inputs <= t.

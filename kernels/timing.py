@@ -142,6 +142,19 @@ def time_interleaved(
     return samples
 
 
+def replay_ms(graph: torch.cuda.CUDAGraph, replays: int) -> float:
+    """Milliseconds of ``replays`` back-to-back replays of a captured CUDA ``graph``, between events."""
+    if replays < 1:
+        raise ValueError(f"replays must be >= 1, got {replays}")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
 def time_graph_replay(
     fn: Callable[..., Any],
     inputs: dict[str, Any],
@@ -173,19 +186,10 @@ def time_graph_replay(
         flusher()
     torch.cuda.synchronize()
 
-    def replay_ms(graph: torch.cuda.CUDAGraph) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end)
-
-    replay_ms(with_fn)
+    replay_ms(with_fn, replays)
     result = Samples()
     for _ in range(rounds):
-        total = replay_ms(with_fn) - replay_ms(flush_only)
+        total = replay_ms(with_fn, replays) - replay_ms(flush_only, replays)
         result.event_ms.append(max(total, 0.0) / replays)
         result.wall_ms.append(result.event_ms[-1])
     return result

@@ -32,10 +32,10 @@ from marathon.resumed_runs import resumed_line, runs_in_flight
 from marathon.processes import (
     Child,
     ChildSpec,
-    become_subreaper,
     port_accepts,
     port_is_free,
     reap_adopted,
+    supervising,
     tend,
 )
 from marathon.stack_config import StackConfig, api_spec, child_env, temporal_spec, worker_specs
@@ -172,55 +172,39 @@ class DevStack:
             return False
 
     def _expected_queues(self) -> list[tuple[str, str]]:
-        """(task queue, "workflow"|"activity") that must have a poller before runs can start.
+        """(task queue, what must poll it) before runs can start.
 
         The API routes a new run to the first evaluation queue that has a worker, so a run
         created before the evaluation worker polls would wait for a GPU that never comes.
         """
         settings = get_settings()
         # The CPU worker serves the workflows and the propose/record activities on one queue.
-        queues = [(settings.cpu_task_queue, "workflow"), (settings.cpu_task_queue, "activity")]
+        queues = [(settings.cpu_task_queue, "workflow and activity")]
         for arch in evaluation_archs(self.gpus):
             queues.append((settings.evaluate_queue(arch), "activity"))
         return queues
 
+    def _not_polled(self, queues: list[tuple[str, str]]) -> list[str]:
+        """``"<queue> (<kind>)"`` of each expected queue the API does not report polled. The API
+        owns who polls (it asks Temporal for every queue it routes to, api/temporal.py): the stack
+        reads its health rather than asking Temporal again; all are missing while it cannot answer."""
+        try:
+            workers = httpx.get(f"{self.config.api_url}/healthz", timeout=10.0).json().get("workers") or {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            workers = {}
+        return [f"{queue} ({kind})" for queue, kind in queues if workers.get(queue) != "polling"]
+
     def _wait_for_pollers(self) -> None:
-        import asyncio
-
-        from temporalio.api.enums.v1 import TaskQueueType
-        from temporalio.api.taskqueue.v1 import TaskQueue
-        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-        from temporalio.client import Client
-
-        kinds = {
-            "workflow": TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            "activity": TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        }
         queues = self._expected_queues()
-
-        async def waiting_for() -> list[str]:
-            client = await Client.connect(self.config.temporal_address, namespace=self.config.namespace)
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            missing = [f"{queue} ({kind})" for queue, kind in queues]
-            while time.monotonic() < deadline and not self.stopping.is_set():
-                missing = []
-                for queue, kind in queues:
-                    request = DescribeTaskQueueRequest(
-                        namespace=self.config.namespace,
-                        task_queue=TaskQueue(name=queue),
-                        task_queue_type=kinds[kind],
-                    )
-                    response = await client.workflow_service.describe_task_queue(request)
-                    if not response.pollers:
-                        missing.append(f"{queue} ({kind})")
-                if not missing or self._all_explained_by_crashes(missing):
-                    # A worker that exited while starting (no sandbox, a bad setting) will not
-                    # poll before the supervisor restarts it: say why now rather than after the timeout.
-                    return missing
-                await asyncio.sleep(0.5)
-            return missing
-
-        missing = asyncio.run(waiting_for())
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        missing = [f"{queue} ({kind})" for queue, kind in queues]
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            missing = self._not_polled(queues)
+            if not missing or self._all_explained_by_crashes(missing):
+                # A worker that exited while starting (no sandbox, a bad setting) will not
+                # poll before the supervisor restarts it: say why now rather than after the timeout.
+                break
+            time.sleep(0.5)
         if self.stopping.is_set():
             raise StackError("interrupted while waiting for the workers")
         self.not_polling = missing
@@ -356,23 +340,18 @@ class DevStack:
             self._lock_handle = None
 
     def run(self) -> int:
-        # Orphaned grandchildren (a judge sandbox whose worker died) are reparented to us, so
-        # they can be found and stopped rather than left running.
-        become_subreaper()
-        previous = {sig: signal.signal(sig, self._handle_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with supervising(self._handle_signal):
             try:
-                token = self.start()
-            except StackError as error:
-                log.error("%s", error)
-                return 1
-            print(self.banner(token), file=self.out, flush=True)
-            self.supervise()
-            return 0
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                try:
+                    token = self.start()
+                except StackError as error:
+                    log.error("%s", error)
+                    return 1
+                print(self.banner(token), file=self.out, flush=True)
+                self.supervise()
+                return 0
+            finally:
+                self.stop()
 
 
 def _redact(url: str) -> str:

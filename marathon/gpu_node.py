@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from marathon.processes import Child, become_subreaper, reap_adopted, tend
+from marathon.processes import Child, reap_adopted, supervising, tend
 from marathon.stack_config import WORKER_STOP_GRACE_S, gpu_worker_spec
 
 log = logging.getLogger("marathon.gpu_node")
@@ -128,17 +128,13 @@ class GpuNode:
         self.status_path.unlink(missing_ok=True)
 
     def run(self) -> int:
-        # Orphans of a dead worker (a judge's sandbox) are reparented here and stopped.
-        become_subreaper()
-        previous = {sig: signal.signal(sig, self._handle_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.start()
-            self.supervise()
-            return 0
-        finally:
-            self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with supervising(self._handle_signal):
+            try:
+                self.start()
+                self.supervise()
+                return 0
+            finally:
+                self.stop()
 
 
 def check_health(

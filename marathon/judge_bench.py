@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -29,6 +30,8 @@ from typing import Optional, TextIO
 PHASES = ("startup", "load", "references", "verify", "warm", "baseline_warm", "lease_wait", "timing", "recheck",
           "closing")
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+# The judge's heartbeat label for each checked call (kernels/judge/drive.py), and the shape it names.
+CHECK_LABEL = re.compile(r"^checking correctness, call \d+/\d+ \((?P<shape>.*)\)$")
 
 
 @dataclass
@@ -41,6 +44,8 @@ class Judgement:
     phases: dict[str, float] = field(default_factory=dict)
     gpu_busy: Optional[float] = None  # fraction of its wall time, runs one after another only
     referee_reused: bool = False
+    # Compile (and autotune) time: see ``first_call_excess``; None where it could not be told.
+    compile_s: Optional[float] = None
     # Per bench shape: the speedup, both medians and spreads (20-80 % range over the median) and
     # the CUDA-graph speedup where timed, so a judgement's noise can be told from a real change.
     shapes: list[dict] = field(default_factory=list)
@@ -57,22 +62,51 @@ class Concurrency:
     prime_s: Optional[float] = None   # priming the referees beforehand (not in wall_s)
 
 
+class PhaseClock:
+    """The judge's heartbeat, kept as (the caller's time, label) at each change of label: the judge
+    names the phase and the call it is in (one label per checked call), this process keeps the time."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, str]] = []
+
+    def __call__(self, label: str) -> None:
+        if not self.marks or self.marks[-1][1] != label:
+            self.marks.append((time.monotonic(), label))
+
+
+def first_call_excess(marks: list[tuple[float, str]]) -> Optional[float]:
+    """Seconds the candidate spent compiling (and autotuning), as the caller's clock sees it: at
+    each checked shape, how much longer its first call took than the median of its later calls
+    there (the first call of a new shape compiles; the later ones find the kernel compiled), summed
+    over the shapes. ``marks`` are a ``PhaseClock``'s; None when no shape was checked twice. These
+    calls are part of "verify"; a bench shape that needs a compile of its own compiles in "warm"."""
+    calls: dict[str, list[float]] = {}
+    for (began, label), (ended, _) in zip(marks, marks[1:]):
+        found = CHECK_LABEL.match(label)
+        if found:
+            calls.setdefault(found["shape"], []).append(ended - began)
+    excess = [max(0.0, times[0] - statistics.median(times[1:])) for times in calls.values() if len(times) > 1]
+    return round(sum(excess), 3) if excess else None
+
+
 def _judge_once(problem: str, source: str, device: Optional[str], label: str, lease_path: Optional[str],
                 insecure: bool, referees=None) -> Judgement:
     from kernels.judge import JudgeReport, RefereeFailure, judge
 
-    started = time.monotonic()
+    started, clock = time.monotonic(), PhaseClock()
     try:
         report = judge(source, problem, device=device, lease_path=lease_path, insecure_no_isolation=insecure,
-                       referees=referees)
+                       referees=referees, heartbeat=clock)
     except RefereeFailure as error:  # the judge's own failure: shown as a crashed judgement, with why
         report = JudgeReport(status="crashed", message=str(error))
     if report.referee_reused:
         label += " (kept referee)"
     found = Judgement(problem, label, report.status, report.speedup, round(time.monotonic() - started, 2),
-                      dict(report.phases), referee_reused=report.referee_reused, shapes=_shape_figures(report))
+                      dict(report.phases), referee_reused=report.referee_reused, shapes=_shape_figures(report),
+                      compile_s=first_call_excess(clock.marks + [(time.monotonic(), "")]))
     # As each judgement ends, so that a benchmark cut short still says what it measured.
-    print(f"  {problem} {label}: {found.status} in {found.seconds:.1f} s, phases {json.dumps(found.phases)}"
+    print(f"  {problem} {label}: {found.status} in {found.seconds:.1f} s, compile {found.compile_s} s, "
+          f"phases {json.dumps(found.phases)}"
           + (f", message {report.message[:300]!r}" if report.status != "ok" else ""), file=sys.stderr, flush=True)
     for item in found.shapes:
         print(f"    {item['shape']}: {item['speedup']:.3f}x (candidate {item['candidate_ms'] * 1e3:.1f} us "
@@ -167,14 +201,17 @@ def bench_problem(problem: str, runs: int, concurrent: int, device: Optional[str
 
 
 def render(judgements: list[Judgement], concurrency: list[Concurrency], device: str) -> str:
-    header = ["problem", "run", "status", "speedup", "GPU busy", "total s", *PHASES]
+    header = ["problem", "run", "status", "speedup", "GPU busy", "total s", "compile", *PHASES]
     rows = [header, ["---"] * len(header)]
     for j in judgements:
         busy = f"{100 * j.gpu_busy:.0f} %" if j.gpu_busy is not None else "-"
         rows.append([j.problem, j.label, j.status, f"{j.speedup:.3f}x" if j.speedup else "-", busy, f"{j.seconds:.1f}",
+                     "-" if j.compile_s is None else f"{j.compile_s:.1f}",
                      *(f"{j.phases[p]:.1f}" if p in j.phases else "-" for p in PHASES)])
     lines = [f"judgement wall time by phase (seconds), device: {device}", ""]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", "compile: the candidate's first call at each checked shape beyond its later calls there (compile "
+              "and autotune), on this process's clock; it is part of verify, not added to the total again."]
     if concurrency:
         lines += ["", "| problem | at once | wall s | one after another s | ratio | GPU busy | statuses | "
                   "referees primed before, s |", "|---|---|---|---|---|---|---|---|"]

@@ -9,6 +9,7 @@ gpus``, ``marathon.gpu_node``) and, for the secret policy, by a GPU worker start
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -20,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from marathon.child_logs import diagnose
 
@@ -183,6 +184,20 @@ def become_subreaper() -> None:
     rather than to init, so they can be found (``adopted``) and stopped rather than left running."""
     PR_SET_CHILD_SUBREAPER = 36
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+@contextlib.contextmanager
+def supervising(on_signal: Callable[[int, Any], None]) -> Iterator[None]:
+    """A supervisor's lifetime: orphaned grandchildren (a judge's sandbox whose worker died) are
+    reparented to this process, so they can be found and stopped rather than left running, and
+    SIGINT/SIGTERM call ``on_signal`` until the block ends (the previous handlers come back)."""
+    become_subreaper()
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def adopted(own_children: set[int]) -> list[int]:

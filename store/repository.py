@@ -21,7 +21,8 @@ TOKEN_PREFIX = "mt_"
 TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """A run's goal, budget or proposer as the JSON column stores it (a dataclass or a dict)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, dict):
@@ -29,7 +30,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
     raise ValueError(f"expected a dataclass or a dict, got {type(value).__name__}")
 
 
-def _check_page(offset: int, limit: int) -> None:
+def check_page(offset: int, limit: int) -> None:
+    """Refuse a page the store will not read: ``offset`` >= 0, 1 <= ``limit`` <= 1000."""
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     if not 1 <= limit <= 1000:
@@ -59,9 +61,9 @@ def create_run(
         id=run_id,
         problem=problem,
         status="running",
-        goal=_as_dict(goal),
-        budget=_as_dict(budget),
-        proposer=_as_dict(proposer),
+        goal=as_dict(goal),
+        budget=as_dict(budget),
+        proposer=as_dict(proposer),
         candidates_per_iteration=candidates_per_iteration,
         iteration=0,
         stop_reason="",
@@ -99,7 +101,7 @@ def list_runs(
     limit: int = 50,
 ) -> tuple[list[Run], int]:
     """Runs newest first, filtered by status and problem; returns (page, total matching)."""
-    _check_page(offset, limit)
+    check_page(offset, limit)
     query = select(Run)
     if status is not None:
         query = query.where(Run.status == status)
@@ -148,6 +150,8 @@ def record_attempt(
     written by ``store.run_progress.record_progress`` (the record activity calls both in one
     transaction).
     """
+    # The keyword arguments are the row's columns, named once in the signature.
+    columns = {name: value for name, value in locals().items() if name != "session"}
     if iteration < 0 or index < 0:
         raise ValueError(f"iteration and index must be >= 0, got iteration={iteration} index={index}")
     existing = _find_attempt(session, run_id, iteration, index)
@@ -155,27 +159,7 @@ def record_attempt(
         return existing, False
     if session.get(Run, run_id) is None:
         raise KeyError(f"run {run_id} not found")
-    attempt = Attempt(
-        run_id=run_id,
-        iteration=iteration,
-        index=index,
-        strategy=strategy,
-        knobs=knobs,
-        source_sha=source_sha,
-        status=status,
-        message=message,
-        speedup=speedup,
-        roofline=roofline,
-        timing_kind=timing_kind,
-        report_sha=report_sha,
-        is_best=is_best,
-        gpu_seconds=gpu_seconds,
-        llm_sha=llm_sha,
-        wall_s=wall_s,
-        wall_share_s=wall_share_s,
-        gpu_busy_s=gpu_busy_s,
-        timing_s=timing_s,
-    )
+    attempt = Attempt(**columns)
     try:
         with session.begin_nested():
             session.add(attempt)
@@ -194,18 +178,17 @@ def record_attempt(
     return attempt, True
 
 
+def _run_page(session: Session, model: Any, run_id: str, order: tuple, offset: int, limit: int) -> tuple[list, int]:
+    """One page of a run's rows of ``model`` in ``order``, and how many it has in all."""
+    check_page(offset, limit)
+    count = session.scalar(select(func.count()).select_from(model).where(model.run_id == run_id)) or 0
+    page = session.scalars(select(model).where(model.run_id == run_id).order_by(*order).offset(offset).limit(limit))
+    return list(page.all()), count
+
+
 def list_attempts(session: Session, run_id: str, *, offset: int = 0, limit: int = 50) -> tuple[list[Attempt], int]:
     """A run's attempts ordered by (iteration, index); returns (page, total)."""
-    _check_page(offset, limit)
-    count = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.run_id == run_id)) or 0
-    page = session.scalars(
-        select(Attempt)
-        .where(Attempt.run_id == run_id)
-        .order_by(Attempt.iteration, Attempt.index)
-        .offset(offset)
-        .limit(limit)
-    ).all()
-    return list(page), count
+    return _run_page(session, Attempt, run_id, (Attempt.iteration, Attempt.index), offset, limit)
 
 
 def get_attempt(session: Session, attempt_id: int) -> Optional[Attempt]:
@@ -241,16 +224,7 @@ def list_steering(
     session: Session, run_id: str, *, offset: int = 0, limit: int = 100
 ) -> tuple[list[SteeringEvent], int]:
     """A run's steering requests, oldest first; returns (page, total)."""
-    _check_page(offset, limit)
-    count = session.scalar(select(func.count()).select_from(SteeringEvent).where(SteeringEvent.run_id == run_id)) or 0
-    page = session.scalars(
-        select(SteeringEvent)
-        .where(SteeringEvent.run_id == run_id)
-        .order_by(SteeringEvent.created_at, SteeringEvent.id)
-        .offset(offset)
-        .limit(limit)
-    ).all()
-    return list(page), count
+    return _run_page(session, SteeringEvent, run_id, (SteeringEvent.created_at, SteeringEvent.id), offset, limit)
 
 
 def hash_token(plaintext: str) -> str:
@@ -312,7 +286,7 @@ def attempt_series(session: Session, run_id: str) -> list[tuple[int, int, str, O
 
 def recent_attempts(session: Session, run_id: str, *, limit: int = 100) -> list[Attempt]:
     """The latest ``limit`` attempts, newest first."""
-    _check_page(0, limit)
+    check_page(0, limit)
     return list(
         session.scalars(
             select(Attempt)

@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from store.models import Run, utcnow
-from store.repository import _as_dict, _check_page
+from store.repository import as_dict, check_page
 
 LIVE_STATUSES = ("running", "paused")
 
@@ -53,7 +53,7 @@ def record_progress(
     if stop_reason is not None:
         run.stop_reason = stop_reason
     if goal is not None:
-        run.goal = _as_dict(goal)
+        run.goal = as_dict(goal)
     if budget_used is not None:
         run.budget_used = dict(budget_used)
     run.updated_at = utcnow()
@@ -63,7 +63,7 @@ def record_progress(
 
 def live_runs(session: Session, *, limit: int = 1000) -> list[Run]:
     """Runs the store still calls running or paused, oldest first: what the reconciler checks."""
-    _check_page(0, limit)
+    check_page(0, limit)
     query = select(Run).where(Run.status.in_(LIVE_STATUSES)).order_by(Run.created_at, Run.id).limit(limit)
     return list(session.scalars(query).all())
 

@@ -20,11 +20,11 @@ from typing import Any, Optional
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import gpu_busy
 from activities.agent import messages as stored
 from activities.agent.judge_answers import answer
 from activities.agent.tools import BadArguments, parse_arguments, shown_arguments
 from activities.propose import heartbeating
+from activities.worker_judge import JudgingActivities, call_judge
 from workflows.agent_types import JUDGE_TOOLS, AgentToolInput, AgentToolResult
 
 SUMMARY_LIMIT = 160
@@ -43,20 +43,9 @@ def unavailable(name: str, device: str) -> Optional[str]:
     return None
 
 
-class AgentJudgeTools:
-    """Bound like the ``Evaluator`` of the same worker: its store, device, isolation and GPU lease."""
-
-    def __init__(self, database_url: str, device: Optional[str] = None, insecure_no_isolation: bool = False,
-                 lease_path: Optional[str] = None, gpu_index: Optional[int] = None, referees: Any = None) -> None:
-        if not database_url:
-            raise ValueError("AgentJudgeTools needs the store's database URL, got none")
-        self.database_url = database_url
-        self.device = device
-        self.insecure_no_isolation = insecure_no_isolation
-        self.lease_path = lease_path
-        # The worker's RefereePool, shared with its evaluations: warm baselines serve both.
-        self.referees = referees
-        self.busy = gpu_busy.sampler_for(None if device == "cpu" else gpu_index)
+class AgentJudgeTools(JudgingActivities):
+    """Bound like the ``Evaluator`` of the same worker: its store, device, isolation, GPU lease and
+    referee pool (warm baselines serve both)."""
 
     @activity.defn(name="agent_judge_tool")
     async def judge_tool(self, input: AgentToolInput) -> AgentToolResult:
@@ -104,23 +93,8 @@ class AgentJudgeTools:
             cancel.set()  # the judge kills its children; the activity gives up
             raise
 
-    def _referees_for(self, device: str) -> Any:
-        pool = self.referees
-        return pool if pool is not None and pool.device == device else None
-
     def _run_judge(self, source: str, problem: str, device: str, name: str, cancel: threading.Event) -> Any:
-        from kernels.judge import RefereeFailure, judge
-        from kernels.judge.isolation import IsolationUnavailable
-
-        try:
-            # compile and run need no timing: one rep keeps them cheap; time and ncu judge in full.
-            return judge(source, problem, device=device, timing_reps=1 if name in ("compile", "run") else None,
-                         cancel=cancel, ncu=name == "ncu", insecure_no_isolation=self.insecure_no_isolation,
-                         lease_path=self.lease_path, referees=self._referees_for(device))
-        except ValueError as error:
-            raise ApplicationError(str(error), type="BadInput", non_retryable=True) from error
-        except IsolationUnavailable as error:
-            raise ApplicationError(f"this evaluation worker refuses to judge: {error}", type="IsolationUnavailable",
-                                   non_retryable=True) from error
-        except RefereeFailure as error:
-            raise ApplicationError(str(error)[-4000:], type="RefereeFailure") from error
+        # compile and run need no timing: one rep keeps them cheap; time and ncu judge in full.
+        return call_judge(source, problem, device, timing_reps=1 if name in ("compile", "run") else None,
+                          cancel=cancel, ncu=name == "ncu", insecure_no_isolation=self.insecure_no_isolation,
+                          lease_path=self.lease_path, referees=self._referees_for(device))

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Optional, Sequence
 
 from activities.proposers.base import PastAttempt, Proposal, ProposalBatch, ProposalContext
-from activities.proposers.hints import knob_overrides
-from activities.proposers.knob_space import KnobSpace, Point
+from kernels.hints import knob_overrides
+from kernels.knob_space import KnobSpace, Point
 
 TOP_PARENTS = 8
 TRIES_PER_SLOT = 64

@@ -12,19 +12,21 @@ from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 
-from api import lineage
+from api import launch, lineage, run_lookup
 from api import runs_service as service
 from api.deps import AuthDep, SettingsDep, TemporalDep
 from api.errors import invalid
-from api.routes.runs import ERRORS, _check_proposer, _evaluation_target, _launch
 from api.schemas import Message, RunContinue, RunCreated
-from workflows.types import FINISHED_RUN_STATUSES, Goal, OptimizeInput, ProposerConfig
+from workflows.types import FINISHED_RUN_STATUSES, Goal, ProposerConfig
 
 router = APIRouter(
     prefix="/runs",
     tags=["runs"],
     dependencies=[AuthDep],
-    responses={**ERRORS, 409: {"model": Message, "description": "The run is still live: stop it or fork it"}},
+    responses={
+        **run_lookup.ERRORS,
+        409: {"model": Message, "description": "The run is still live: stop it or fork it"},
+    },
 )
 
 
@@ -57,17 +59,15 @@ async def continue_run(
     if errors:
         raise RequestValidationError(errors)
     proposer = ProposerConfig(**(parent.proposer or {}))
-    await _check_proposer(temporal, settings, proposer)
-    arch, queue = await _evaluation_target(temporal, settings, body.gpu_arch)
-    run = OptimizeInput(
-        run_id=service.new_run_id(parent.problem),
+    await launch.check_proposer(temporal, settings, proposer)
+    return await launch.launch_new(
+        temporal,
+        settings,
+        body.gpu_arch,
+        lambda: lineage.start_from(temporal, url, run_id, "continue"),
         problem=parent.problem,
         goal=goal,
         budget=budget,
         proposer=proposer,
         candidates_per_iteration=parent.candidates_per_iteration,
-        gpu_arch=arch,
-        evaluate_task_queue=queue,
-        start_from=await lineage.start_from(temporal, url, run_id, "continue"),
     )
-    return await _launch(run, settings, temporal)

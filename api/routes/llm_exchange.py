@@ -9,9 +9,9 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from api import run_lookup
 from api import runs_service as service
 from api.deps import INVALID_TOKEN, MISSING_TOKEN, PAGE_AUTH, page_token_state
-from api.routes.runs import ERRORS, _text_or_none
 from api.schemas import (
     LLMExchange,
 )
@@ -20,7 +20,7 @@ from store.db import session_scope
 
 # The LLM exchange is linked from the run page, which a browser opens with the token cookie
 # rather than a header: this route takes either.
-router = APIRouter(prefix="/runs", tags=["runs"], responses=ERRORS, dependencies=PAGE_AUTH)
+router = APIRouter(prefix="/runs", tags=["runs"], responses=run_lookup.ERRORS, dependencies=PAGE_AUTH)
 
 # Attempt ids are the store's integer keys; past 2**53 a JavaScript client could not even write
 # one, and no store gets there: a larger number is a bad request (422).
@@ -36,7 +36,7 @@ def _llm_exchange(url: str, run_id: str, attempt_id: int) -> LLMExchange:
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND, f"attempt {attempt_id} of run {run_id} was not written by an LLM"
             )
-        text = _text_or_none(session, attempt.llm_sha)
+        text = run_lookup.text_or_none(session, attempt.llm_sha)
         if text is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"the LLM exchange {attempt.llm_sha} is missing")
         return LLMExchange(

@@ -8,7 +8,8 @@ from fastapi.concurrency import run_in_threadpool
 from api.deps import AuthDep, SettingsDep
 from api.problem_catalog import known_problems
 from api.runs_service import aware
-from api.schemas import Message, ProblemPublic, ProblemsPublic
+from api.problem_schemas import ProblemPublic, ProblemsPublic
+from api.schemas import Message
 
 router = APIRouter(prefix="/problems", tags=["problems"], dependencies=[AuthDep], responses={401: {"model": Message}})
 

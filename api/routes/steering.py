@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from types import SimpleNamespace
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from temporalio.client import WorkflowUpdateFailedError
 
-from api import problem_catalog
+from api import problem_catalog, run_lookup
 from api import runs_service as service
 from api.deps import AuthDep, SessionDep, SettingsDep, TemporalDep
 from api.errors import invalid
 from api.steering_outcome import ended_meanwhile
-from api.routes.runs import ACTIONS, ERRORS, _existing_run, _load
 from api.schemas import (
     ActionAccepted,
     GoalChanged,
@@ -36,12 +35,15 @@ from store.db import session_scope
 from store.models import SteeringEvent
 from workflows.types import FINISHED_RUN_STATUSES, Goal
 
-router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=ERRORS)
+router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[AuthDep], responses=run_lookup.ERRORS)
+
+# Each signal a run takes without arguments, and the word for a run that can no longer take it.
+ACTIONS = {"pause": "paused", "resume": "resumed", "stop": "stopped"}
 
 
 async def _require_live(run_id: str, settings, temporal, doing: str):
     """404 for unknown runs, 409 for finished ones (the store's word, then Temporal's)."""
-    run = await _load(settings, run_id)
+    run = await run_lookup.load_run(settings, run_id)
     if run.status in FINISHED_RUN_STATUSES:
         raise HTTPException(status.HTTP_409_CONFLICT, f"run {run_id} is {run.status}; it can no longer be {doing}")
     if not await temporal.is_running(run_id):
@@ -147,8 +149,8 @@ def _check_hint(
     problem_name: str, proposer: str, text: str, database_url: str
 ) -> tuple[dict, list[str], Optional[str], str]:
     """(knob settings, errors, the proposer that reads the hint, a note saying what happens)."""
-    from activities.proposers.hints import check_hint
-    from activities.proposers.knob_space import KnobSpace
+    from kernels.hints import check_hint
+    from kernels.knob_space import KnobSpace
 
     space = KnobSpace(_space_module(problem_name, database_url))
     knobs, errors = check_hint(space, text)
@@ -199,11 +201,11 @@ def steering_public(event: SteeringEvent) -> SteeringPublic:
 def read_steering(
     run_id: str,
     session: SessionDep,
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: run_lookup.PageOffset = 0,
+    limit: run_lookup.PageLimit = 100,
 ) -> SteeringList:
     """Every pause, resume, stop, goal change and hint the run was given, oldest first, with its
     time; kept in the store, so it is there after the run ends."""
-    _existing_run(session, run_id)
+    run_lookup.existing_run(session, run_id)
     events, count = repository.list_steering(session, run_id, offset=offset, limit=limit)
     return SteeringList(data=[steering_public(e) for e in events], count=count)

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernels.judge import cpu_clock
+
 ROOT = "/sys/fs/cgroup"
 CONTROLLERS = ("pids", "cpuacct", "freezer")
 PIDS_MAX = 1024  # torch, Triton and CUDA start a few dozen threads; 1024 leaves room, not a storm
@@ -89,8 +91,6 @@ class Box:
         if folder is None:
             if self.pgid is None or not _tree_clock():
                 return None
-            from kernels.judge import cpu_clock
-
             if self.tree_clock is None or self.tree_clock.root != self.pgid:
                 self.tree_clock = cpu_clock.TreeClock(self.pgid)
             return self.tree_clock.ns()
@@ -109,7 +109,7 @@ class Box:
         """Stop every task of the box; returns the layer used ("freezer" or "sigstop")."""
         folder = self.groups.get("freezer")
         if folder is None:
-            for pid in process_tree(self.pgid) if self.pgid is not None else []:
+            for pid in cpu_clock.process_tree(self.pgid) if self.pgid is not None else []:
                 try:
                     os.kill(pid, signal.SIGSTOP)
                     self.stopped.append(pid)
@@ -168,25 +168,6 @@ class Box:
                     time.sleep(0.02)
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and every process below it (``/proc/<pid>/task/<tid>/children``), parents first."""
-    tree, queue = [], [root]
-    while queue:
-        pid = queue.pop(0)
-        tree.append(pid)
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/children") as handle:
-                    queue += [int(child) for child in handle.read().split()]
-            except OSError:
-                pass
-    return tree
-
-
 def open_box(require: tuple[str, ...] = (), disable: tuple[str, ...] = ()) -> Box:
     """Create this judgement's groups. A controller in ``require`` that cannot be made raises
     ``BoxUnavailable``; one in ``disable`` is not used (tests of the weaker layers)."""
@@ -215,8 +196,6 @@ def open_box(require: tuple[str, ...] = (), disable: tuple[str, ...] = ()) -> Bo
 
 
 def _tree_clock() -> bool:
-    from kernels.judge import cpu_clock
-
     return cpu_clock.available()
 
 

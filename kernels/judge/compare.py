@@ -13,7 +13,7 @@ Three rules, chosen by the output's dtype and the problem's ``tolerance`` (kerne
 The entry is looked up by the output's dtype name, first as ``"<device>:<dtype>"`` (``"cuda:float32"``:
 TF32 ``tl.dot`` on a GPU is less exact than the interpreter) and then as ``"<dtype>"``.
 
-The referee also needs, for its causality and digest checks, how far a passing output can be
+The referee also needs, for its causality check, how far a passing output can be
 from its reference in relative RMS: ``Rule.relative_bound``.
 """
 

@@ -82,10 +82,8 @@ def sandbox_env(box: str, device: str) -> dict[str, str]:
 def default_lease_path() -> str:
     """The GPU lease file (``gpu_lease.py``) for this process's first visible GPU: one per
     physical GPU index on this machine, in the temp folder, so every worker and ``marathon
-    judge`` on the node that uses that GPU shares it. ``MARATHON_GPU_LEASE`` overrides it."""
-    override = os.environ.get("MARATHON_GPU_LEASE")
-    if override:
-        return override
+    judge`` on the node that uses that GPU shares it. A caller that names another file (the
+    ``gpu_lease`` setting, read at the worker's and the CLI's edge) passes it as ``lease_path``."""
     visible = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in visible)
     return os.path.join(tempfile.gettempdir(), f"marathon-gpu-{name}.lease")

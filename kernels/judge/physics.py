@@ -15,3 +15,8 @@ IMPOSSIBLE_FRACTION = 0.5
 def floor_ms(problem: Problem, shape: tuple[int, ...], dtype: str) -> float:
     """max(flops / peak, bytes / bandwidth) in milliseconds, on the datasheet ceilings."""
     return roofline.problem_floor_ms(problem, shape, dtype, CEILINGS)
+
+
+def limit(problem: Problem, shape: tuple[int, ...], dtype: str) -> str:
+    """Which ceiling sets that floor: "memory" or "compute" (``kernels.roofline.limit``)."""
+    return roofline.limit(problem, shape, dtype, CEILINGS)

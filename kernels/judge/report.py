@@ -18,8 +18,9 @@ class JudgeReport:
 
     ``shapes`` holds one dict per shape: ``shape`` (e.g. ``"B=1,T=64,H=2"``), ``dims``,
     ``errors`` (relative RMS per check), ``max_error``, ``tolerance``, ``timing``
-    (``candidate``/``baseline`` medians, spread, wall time), ``speedup``, ``floor_ms``,
-    ``roofline`` and ``graph`` (CUDA-graph replay numbers, where measured).
+    (``candidate``/``baseline`` medians, spread, wall time), ``speedup``, ``floor_ms``, ``limit``
+    (the ceiling that sets that floor: "memory" or "compute"), ``roofline`` and ``graph``
+    (CUDA-graph replay numbers, where measured).
     ``timing_kind`` is ``"gpu"`` or ``"interpreter"``: interpreter timings rank CPU-mode
     candidates against each other and never stand for GPU performance.
     """

@@ -151,6 +151,9 @@ def scored(spec, the_plan, data, device, finish, fields, census: Any = None) -> 
         shape = tuple(item["dims"])
         floor = physics.floor_ms(spec, shape, dtype_of(spec, device))
         item["floor_ms"] = floor
+        # Which ceiling sets the floor, said here where the problem is loaded: readers of the
+        # report (the evaluate activity) need not load the problem again to learn it.
+        item["limit"] = physics.limit(spec, shape, dtype_of(spec, device))
         item["roofline"] = min(roofline.fraction(floor, max(cand["median_ms"], 1e-12)), 10.0)
         rooflines.append(item["roofline"])
         graph = item.get("graph") or {}

@@ -52,6 +52,7 @@ from kernels.problem import (
     dtype_name as _dtype_name,
     input_generator,
     vary_length,
+    standard_parts,
 )
 from kernels.kda import gates
 
@@ -66,7 +67,8 @@ STRONG_DECAY_GATE_SHIFT = -5.0
 STATE_STD = 0.1  # initial states: normal, this standard deviation per entry (fp32)
 
 
-def _check_shape(shape: Shape) -> tuple[int, int, int, int]:
+def check_shape(shape: Shape) -> tuple[int, int, int, int]:
+    """``(B, T, H, D)`` as ints; a shape of another length or with a size below 1 raises."""
     if len(shape) != 4 or any(int(n) < 1 for n in shape):
         raise ValueError(f"a kda shape is (B, T, H, D) with positive sizes, got {shape!r}")
     batch, seq, heads, dim = (int(n) for n in shape)
@@ -81,7 +83,7 @@ def draw_common(shape: Shape, seed: int, device: Any, regime: str) -> tuple[Any,
     import torch
     import torch.nn.functional as F
 
-    batch, seq, heads, dim = _check_shape(shape)
+    batch, seq, heads, dim = check_shape(shape)
     gen, where = input_generator(seed, regime, device)
     size = (batch, seq, heads, dim)
     draws = {
@@ -145,25 +147,25 @@ def make_inputs(
 
 def vary_shape(shape: Shape, rng: random.Random, spread: float = 0.25) -> Shape:
     """A member of ``shape``'s family: B, H and D kept, T uniform within +-``spread`` (at least 1)."""
-    batch, seq, heads, dim = _check_shape(shape)
+    batch, seq, heads, dim = check_shape(shape)
     return (batch, vary_length(seq, rng, spread), heads, dim)
 
 
 def output(shape: Shape, dtype: str) -> tuple[Shape, str]:
-    _check_shape(shape)
+    check_shape(shape)
     return tuple(int(n) for n in shape), _dtype_name(dtype)
 
 
 def final_state_output(shape: Shape, dtype: str) -> tuple[tuple[str, Shape, str], ...]:
     """The output after ``o``: the final state [B, H, D, D] in fp32."""
-    batch, _, heads, dim = _check_shape(shape)
+    batch, _, heads, dim = check_shape(shape)
     return (("final_state", (batch, heads, dim, dim), "float32"),)
 
 
 def flops(shape: Shape, dtype: str = "bfloat16") -> float:
     """The paper's count, (6 D^2 + 3 C D + C^2) per token and head with C = 64 (Kimi Linear
     report, Eq. 13). FLA's dense implementation does about 30% more."""
-    batch, seq, heads, dim = _check_shape(shape)
+    batch, seq, heads, dim = check_shape(shape)
     per_token = 6 * dim * dim + 3 * FLOP_CHUNK * dim + FLOP_CHUNK * FLOP_CHUNK
     return float(batch * seq * heads * per_token)
 
@@ -172,7 +174,7 @@ def bytes_moved(shape: Shape, dtype: str = "bfloat16") -> float:
     """The ideal fused traffic: q, k, v read and o written once in ``dtype``, g read in fp32,
     beta read in ``dtype`` (1,538 B per token and head at bf16, D = 128), the initial state read
     and the final state written once (fp32)."""
-    batch, seq, heads, dim = _check_shape(shape)
+    batch, seq, heads, dim = check_shape(shape)
     element = _ELEMENT_BYTES[_dtype_name(dtype)]
     per_token = 4 * dim * element + 4 * dim + element
     return float(batch * seq * heads * per_token + 2 * batch * heads * dim * dim * 4)
@@ -203,10 +205,6 @@ PROBLEM = Problem(
     # output to bf16 alone costs about 1.5e-3; FLA chunk_kda measures 3.9e-3 at T=1024.
     # fp32 (interpreter) computes in IEEE fp32: only summation order differs.
     tolerance={"bfloat16": 5e-3, "float16": 5e-3, "float32": 1e-4},
-    make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
     reference="kernels.kda.reference:kda_state_reference",
     baselines="kernels.kda.baseline:baselines",
     ours="kernels.kda.chunk:kernel",
@@ -215,8 +213,6 @@ PROBLEM = Problem(
     notes="Memory-bound even when fully fused (about 100 FLOP/byte against an H200 ridge of "
     "about 184). The state scan is sequential over time: at small B*H the GPU starves.",
     extra={"launch_bound": False, "gate_lower_bound": GATE_LOWER_BOUND},
-    regimes=REGIMES,
-    held_out=HELD_OUT,
-    vary_shape=vary_shape,
     extra_outputs=final_state_output,
+    **standard_parts(globals()),
 )

@@ -28,10 +28,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kernels.kda.definition import FLOP_CHUNK, _check_shape as check_dense_shape
-from kernels.kda.definition import HELD_OUT
-from kernels.kda.general import PROBLEM as GENERAL, REGIMES, make_inputs as general_inputs
-from kernels.problem import CausalAxis, ELEMENT_BYTES, Problem, Shape, dtype_name, input_generator, vary_length
+from kernels.kda.definition import FLOP_CHUNK, check_shape as check_dense_shape
+from kernels.kda.definition import HELD_OUT as HELD_OUT  # kda's, a standard part of this definition
+from kernels.kda.general import PROBLEM as GENERAL, make_inputs as general_inputs
+from kernels.kda.general import REGIMES as REGIMES  # kda-general's, a standard part of this definition
+from kernels.problem import (CausalAxis, ELEMENT_BYTES, Problem, Shape, dtype_name, input_generator, standard_parts,
+                             vary_length)
 
 STATE_STD = 0.1
 
@@ -122,10 +124,6 @@ PROBLEM = Problem(
         "cpu": ((3, 100, 1, 32), (4, 40, 2, 32), (1, 20, 1, 32)),
     },
     tolerance=dict(GENERAL.tolerance),
-    make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
     reference="kernels.kda.reference:kda_varlen_reference",
     baselines="kernels.kda.baseline:varlen_baselines",
     ours="kernels.kda.varlen:packed_kernel",
@@ -134,8 +132,6 @@ PROBLEM = Problem(
     notes="Engines' prefill: ragged requests packed along T, each from its cached state. Memory-bound "
     "like kda; short sequences leave the state scan with little parallelism.",
     extra={"launch_bound": False},
-    regimes=REGIMES,
-    held_out=HELD_OUT,
-    vary_shape=vary_shape,
     extra_outputs=final_state_output,
+    **standard_parts(globals()),
 )

@@ -51,6 +51,7 @@ from kernels.problem import (
     dtype_name as _dtype_name,
     input_generator,
     vary_length,
+    standard_parts,
 )
 
 D_LATENT = 512
@@ -153,10 +154,6 @@ PROBLEM = Problem(
     # that, so the baseline passes and a kernel as exact as the baseline is accepted.
     # fp32 (interpreter) runs in IEEE fp32.
     tolerance={"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-4},
-    make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
     reference="kernels.mla.reference:reference",
     baselines="kernels.mla.baseline:baselines",
     ours="kernels.mla.decode:mla_decode",
@@ -168,7 +165,5 @@ PROBLEM = Problem(
         "softmax_scale": SOFTMAX_SCALE,
         "launch_bound_shapes": [(1, 64, 8192), (1, 128, 8192), (1, 64, 65536)],
     },
-    regimes=REGIMES,
-    held_out=HELD_OUT,
-    vary_shape=vary_shape,
+    **standard_parts(globals()),
 )

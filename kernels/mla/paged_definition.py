@@ -43,7 +43,8 @@ from kernels.mla.definition import (
     TOKEN_GAIN_LOG_STD,
     make_inputs as dense_inputs,
 )
-from kernels.problem import ELEMENT_BYTES, Problem, Shape, check_regime, dtype_name, input_generator, vary_length
+from kernels.problem import (ELEMENT_BYTES, Problem, Shape, check_regime, dtype_name, input_generator, standard_parts,
+                             vary_length)
 
 
 
@@ -142,10 +143,6 @@ PROBLEM = Problem(
     },
     # As mla-decode (definition.py): the PyTorch baseline's bf16 scores cost about 1e-2.
     tolerance={"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-4},
-    make_inputs=make_inputs,
-    output=output,
-    flops=flops,
-    bytes_moved=bytes_moved,
     reference="kernels.mla.reference:paged_reference",
     baselines="kernels.mla.paged_baseline:baselines",
     ours="kernels.mla.paged:mla_decode_paged",
@@ -154,7 +151,5 @@ PROBLEM = Problem(
     notes="Memory-bound like mla-decode; each row is gathered through the block table. Batch-1 shapes "
     "are also timed under CUDA-graph replay.",
     extra={"softmax_scale": SOFTMAX_SCALE, "launch_bound_shapes": [(1, 64, 8192, 64)]},
-    regimes=REGIMES,
-    held_out=HELD_OUT,
-    vary_shape=vary_shape,
+    **standard_parts(globals()),
 )

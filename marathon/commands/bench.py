@@ -67,6 +67,7 @@ def handle_judge(args: argparse.Namespace) -> int:
 
     from kernels.judge.isolation import IsolationUnavailable
     from marathon.judge_bench import run
+    from marathon.settings import get_settings
 
     if args.runs < 1 or args.concurrent < 0:
         print("marathon bench judge: --runs must be >= 1 and --concurrent >= 0", file=sys.stderr)
@@ -74,7 +75,8 @@ def handle_judge(args: argparse.Namespace) -> int:
     try:
         return run(args.problems or ["kda", "mla-decode"], runs=args.runs, concurrent=args.concurrent,
                    device=args.device, fresh_cache=args.fresh_cache, json_path=args.json_path,
-                   insecure=args.insecure_no_isolation, keep_referees=not args.fresh_referees)
+                   insecure=args.insecure_no_isolation, keep_referees=not args.fresh_referees,
+                   lease_path=get_settings().gpu_lease)
     except IsolationUnavailable as error:
         print(f"marathon bench judge: refusing to run candidates: {error}", file=sys.stderr)
         return 2

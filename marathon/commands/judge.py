@@ -53,6 +53,7 @@ def handle(args: argparse.Namespace) -> int:
     from kernels.judge import RefereeFailure, judge
     from kernels.judge.isolation import IsolationUnavailable
     from kernels.registry import find_object_paths_here, problem_names
+    from marathon.settings import get_settings
 
     path = Path(args.file)
     if not path.is_file():
@@ -70,6 +71,7 @@ def handle(args: argparse.Namespace) -> int:
         report = judge(path.read_text(), args.problem, device=args.device, seeds=args.seeds,
                        timing_reps=args.reps, confirm=args.confirm, timeout_s=args.timeout, ncu=args.ncu,
                        census=args.census, insecure_no_isolation=args.insecure_no_isolation,
+                       lease_path=get_settings().gpu_lease,
                        heartbeat=None if args.quiet else phase_printer())
     except IsolationUnavailable as error:
         print(f"marathon judge: refusing to run the candidate: {error}", file=sys.stderr)

@@ -35,6 +35,7 @@ from kernels.mla import decode  # noqa: E402
 from kernels.mla.baseline import mla_decode_torch  # noqa: E402
 from kernels.mla.definition import PROBLEM  # noqa: E402
 from kernels.mla.reference import reference  # noqa: E402
+from kernels.timing import replay_ms  # noqa: E402
 
 START = time.time()
 TOLERANCE = PROBLEM.tolerance["bfloat16"]
@@ -118,15 +119,7 @@ class GraphTimer:
     def add(self, name, fn):
         self.graphs[name], self.outputs[name] = self.capture(fn)
 
-    @staticmethod
-    def replay_ms(graph, replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end)
+    replay_ms = staticmethod(replay_ms)
 
     def run(self, rounds=7, replays=20) -> dict:
         names = list(self.graphs)

@@ -23,9 +23,24 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+
+def logbook() -> tuple[list[str], Callable[[str], None]]:
+    """(the lines logged so far, ``log(line)``): each line printed at once and kept for the report.
+    A `timeout` around a script sends SIGTERM: from here on it ends the script through its
+    ``finally``, so that what was measured is written (a killed script returned nothing)."""
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    return lines, log
 
 
 def http(method: str, url: str, token: str, body: dict | None = None) -> dict:
@@ -145,15 +160,7 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="marathon-service-"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    lines: list[str] = []
-
-    def log(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
-
-    # A `timeout` around this script sends SIGTERM: end through the finally below, so that what was
-    # measured is written (seen on the H200: a killed script returned nothing).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    lines, log = logbook()
     # The GPU worker warms only the baselines of the problems run here (each other one costs minutes on a new node).
     env = dict(os.environ, MARATHON_HOME=str(home), PYTHONUNBUFFERED="1",
                MARATHON_WARM_PROBLEMS=",".join(item.split(":")[0] for item in args.problem))

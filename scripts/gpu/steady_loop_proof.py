@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "gpu"))
 
 from activities.busy_meter import BusyMeter, nvml_source  # noqa: E402
-from service_runs import gpu_worker_pid, http, segments, wait_for_stack  # noqa: E402
+from service_runs import gpu_worker_pid, http, logbook, segments, wait_for_stack  # noqa: E402
 
 PROBLEMS = ("kda", "mla-decode")
 
@@ -72,13 +72,7 @@ def main() -> int:
     args = parser.parse_args()
     out, home = Path(args.out), Path(tempfile.mkdtemp(prefix="marathon-steady-"))
     out.mkdir(parents=True, exist_ok=True)
-    lines: list[str] = []
-
-    def log(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    lines, log = logbook()
     meter = BusyMeter(nvml_source(0)).start()
     env = dict(os.environ, MARATHON_HOME=str(home), PYTHONUNBUFFERED="1", MARATHON_WARM_PROBLEMS=",".join(PROBLEMS))
     up = subprocess.Popen([sys.executable, "-m", "marathon.cli", "up", "--home", str(home), "--api-port", "8000"],

@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.evaluate import Evaluator, profile_figures, resolve_device
+from kernels.judge.environment import has_gpu
 from store.artifacts import get_text, put_text
 from store.db import dispose_engine, session_scope, upgrade
 from workflows.types import EvaluateInput
@@ -91,7 +92,9 @@ async def test_cancellation_stops_a_hanging_candidate_and_heartbeats_meanwhile(s
 
 
 def test_device_and_profile_helpers():
-    assert resolve_device("auto", "cuda") == "cuda" and resolve_device("auto", None) is None
+    assert resolve_device("auto", "cuda") == "cuda" and resolve_device("cpu", "cuda") == "cpu"
+    # A worker that names no device: decided here, once (cuda where there is a GPU), not by the judge again.
+    assert resolve_device("auto", None) == ("cuda" if has_gpu() else "cpu")
     with pytest.raises(ValueError, match="got 'tpu'"):
         resolve_device("tpu", None)
     report = {

@@ -55,7 +55,8 @@ def test_profile_figures_keep_the_ncu_summary_and_the_roofline_position():
     report = {
         "problem": "mla-decode",
         "roofline": 0.31234,
-        "shapes": [{"dims": [1, 64, 8192], "roofline": 0.3}, {"dims": [32, 64, 8192], "roofline": 0.33},
+        "shapes": [{"dims": [1, 64, 8192], "roofline": 0.3, "limit": "memory"},
+                   {"dims": [32, 64, 8192], "roofline": 0.33, "limit": "memory"},
                    {"dims": [1, 16, 64], "speedup": 1.2}],  # no roofline: not on the roofline
         "resources": {"_fwd": {"registers": 96, "spills": 0, "shared_bytes": 1024}},
         "ncu": ncu.parse_csv(FIXTURE.read_text()),
@@ -71,15 +72,24 @@ def test_profile_figures_keep_the_ncu_summary_and_the_roofline_position():
     assert profile_figures({**report, "resources": {}})["registers"] == 168
 
 
-def test_roofline_limit_reads_which_ceiling_sets_the_floor():
-    def shapes(*dims):
-        return [{"dims": list(d), "roofline": 0.5} for d in dims]
+def test_the_judge_says_which_ceiling_sets_each_floor():
+    from kernels.judge import physics
+    from kernels.registry import get_problem
 
-    assert roofline_limit({"problem": "mla-decode", "shapes": shapes((1, 64, 8192))}) == "memory"
-    assert roofline_limit({"problem": "mla-decode", "shapes": shapes((1, 128, 8192))}) == "compute"
-    assert roofline_limit({"problem": "mla-decode", "shapes": shapes((1, 64, 8192), (64, 128, 4096))}) == "mixed"
-    assert roofline_limit({"problem": "kda", "shapes": shapes((1, 8192, 16, 128))}) == "memory"
-    assert roofline_limit({"problem": "no-such-problem", "shapes": shapes((1, 2))}) is None
+    mla, kda = get_problem("mla-decode"), get_problem("kda")
+    assert physics.limit(mla, (1, 64, 8192), mla.gpu_dtype) == "memory"
+    assert physics.limit(mla, (1, 128, 8192), mla.gpu_dtype) == "compute"
+    assert physics.limit(kda, (1, 8192, 16, 128), kda.gpu_dtype) == "memory"
+
+
+def test_roofline_limit_reads_the_judges_word_for_every_shape_on_the_roofline():
+    def shapes(*limits):
+        return [{"dims": [1, 64, 8192], "roofline": 0.5, "limit": limit} for limit in limits]
+
+    # The report says it: the activity loads no problem (a registered one may not even load here).
+    assert roofline_limit({"problem": "no-such-problem", "shapes": shapes("memory")}) == "memory"
+    assert roofline_limit({"problem": "mla-decode", "shapes": shapes("compute", "compute")}) == "compute"
+    assert roofline_limit({"problem": "mla-decode", "shapes": shapes("memory", "compute")}) == "mixed"
     assert roofline_limit({"problem": "kda", "shapes": [{"dims": [1, 8192, 16, 128]}]}) is None  # CPU: no roofline
 
 

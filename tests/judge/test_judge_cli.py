@@ -71,3 +71,21 @@ def test_the_cli_accepts_our_own_kernels(capsys, problem, path):
     report = json.loads(out)
     assert code == 0, report["message"]
     assert (report["status"], report["problem"], report["timing_kind"]) == ("ok", problem, "interpreter")
+
+
+def test_the_gpu_lease_setting_reaches_the_judge(capsys, monkeypatch, tmp_path):
+    """``MARATHON_GPU_LEASE`` is read at the CLI's edge (the settings) and handed to the judge, which
+    reads no environment for it: a CPU judgement takes a lease only when given one."""
+    from marathon.settings import get_settings
+
+    lease = tmp_path / "shared.lease"
+    monkeypatch.setenv("MARATHON_GPU_LEASE", str(lease))
+    get_settings.cache_clear()
+    try:
+        code = main(["judge", str(CANDIDATES / "honest_cumsum.py"), "--problem", TOY, "--device", "cpu",
+                     "--reps", "1", "--json"])
+    finally:
+        get_settings.cache_clear()
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0, report
+    assert "lease_wait" in report["phases"] and lease.exists()

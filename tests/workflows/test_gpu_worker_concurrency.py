@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernels.judge.environment import default_lease_path
+from marathon.settings import Settings
 from marathon.workers import build_gpu_worker
 from tests.loop_fixtures import loop_settings, unique_queue
 
@@ -38,5 +39,8 @@ def test_the_lease_names_the_gpu(monkeypatch, tmp_path):
     assert default_lease_path() == str(tmp_path / "marathon-gpu-3.lease")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f3c/../x")  # a UUID-like name, made safe for a file
     assert default_lease_path().endswith("marathon-gpu-GPU-8f3c____x.lease")
+    # The override is a setting, read at the edge (the worker, `marathon judge`) and passed down as
+    # ``lease_path``; the judge itself no longer looks for it.
     monkeypatch.setenv("MARATHON_GPU_LEASE", str(tmp_path / "shared.lease"))
-    assert default_lease_path() == str(tmp_path / "shared.lease")
+    assert default_lease_path().endswith("marathon-gpu-GPU-8f3c____x.lease")
+    assert Settings().gpu_lease == str(tmp_path / "shared.lease")

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.propose import ProposeActivities
 from activities.proposers.base import PastAttempt
-from activities.proposers.knob_space import KnobSpace
+from kernels.knob_space import KnobSpace
 from activities.proposers.search import choose_points, generator_for
 from store.artifacts import get_text
 from store.db import session_scope

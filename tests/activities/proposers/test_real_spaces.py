@@ -13,7 +13,7 @@ import random
 import pytest
 
 from activities.proposers.base import PastAttempt
-from activities.proposers.knob_space import KnobSpace
+from kernels.knob_space import KnobSpace
 from activities.proposers.prompt import FORBIDDEN_LIBRARIES, build_messages
 from activities.proposers.search import choose_points, generator_for
 from kernels.registry import get_problem

@@ -12,8 +12,8 @@ import proposer_toy_space as toy
 import pytest
 
 from activities.proposers.base import PastAttempt
-from activities.proposers.hints import knob_overrides
-from activities.proposers.knob_space import KnobSpace
+from kernels.hints import knob_overrides
+from kernels.knob_space import KnobSpace
 from activities.proposers.search import KnobStatistics, Scored, choose_points, generator_for
 
 SPACE = KnobSpace(toy)
@@ -208,7 +208,7 @@ def test_a_retry_on_another_worker_process_proposes_the_same(tmp_path):
 
     script = (
         "import json, sys\n"
-        "from activities.proposers.knob_space import KnobSpace\n"
+        "from kernels.knob_space import KnobSpace\n"
         "from activities.proposers.search import choose_points, generator_for\n"
         "from activities.proposers.base import PastAttempt\n"
         "import kernels.mla.space as m\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from activities.proposers.knob_space import KnobSpace
+from kernels.knob_space import KnobSpace
 
 _ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*([A-Za-z0-9_.+\-]+)")
 
