@@ -29,7 +29,7 @@ POINTERS = ("Q", "KV", "KV_CACHE", "BLOCK_TABLE", "CACHE_SEQLENS", "O_PART", "LS
 
 
 def launch(shape: tuple, paged: bool) -> tuple:
-    """(kernel, constexprs, warps, stages, sizes by name, programs) that ``mla_decode`` (or
+    """(kernel, constexprs, warps, stages, register cap, sizes by name, programs) that ``mla_decode`` (or
     ``mla_decode_paged`` at page size 64, every request full) launches at ``shape`` under the
     current ``decode.CONFIG``."""
     from kernels.mla import decode, paged as paged_module
@@ -52,7 +52,8 @@ def launch(shape: tuple, paged: bool) -> tuple:
         else:
             kernel, constexprs = decode._mla_split_kernel, {**common, **flags}
             sizes["seq_len"] = seq
-    return kernel, constexprs, plan["num_warps"], plan["num_stages"], sizes, programs
+    cap = plan["max_registers"] if plan["value_split"] > 1 else 0
+    return kernel, constexprs, plan["num_warps"], plan["num_stages"], cap, sizes, programs
 
 
 def resources(compiled, warps: int) -> dict:
@@ -81,12 +82,12 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
             if not mv.applies(cls, shape):
                 continue
             with mv.using(knobs):
-                kernel, constexprs, warps, stages, sizes, programs = launch(shape, paged)
+                kernel, constexprs, warps, stages, cap, sizes, programs = launch(shape, paged)
             aligned = tuple(p for p in POINTERS if p in kernel.arg_names) + \
                 tuple(k for k, v in sizes.items() if v % 16 == 0 and k in kernel.arg_names)
-            key = (kernel.__name__, tuple(sorted(constexprs.items())), warps, stages, aligned)
+            key = (kernel.__name__, tuple(sorted(constexprs.items())), warps, stages, cap, aligned)
             if key not in cache:
-                cache[key] = resources(compile_kernel(kernel, constexprs, warps, stages, aligned), warps)
+                cache[key] = resources(compile_kernel(kernel, constexprs, warps, stages, aligned, cap), warps)
             row = {"variant": name, "shape": shape, "programs": programs, "kernel": kernel.__name__,
                    **cache[key]}
             row["waves"] = math.ceil(programs / (SM_COUNT * row["per_sm"])) if row["per_sm"] else 0

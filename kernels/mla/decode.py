@@ -59,6 +59,7 @@ CONFIG = {
     "pdl": False,
     "warp_specialize": False,
     "value_split": 1,
+    "max_registers": 0,
     "small_batch_heads": 0,
     "small_block_n": 64,
     "small_block_h": 64,
@@ -69,6 +70,7 @@ CONFIG = {
     "small_warp_specialize": False,
     "small_sm_count": 132,
     "small_value_split": 1,
+    "small_max_registers": 0,
 }
 
 D_LATENT = 512
@@ -380,7 +382,7 @@ def launch_knobs(batch: int, heads: int) -> dict:
     prefix = "small_" if batch * heads <= CONFIG["small_batch_heads"] else ""
     return {name: CONFIG[prefix + name] for name in
             ("block_n", "block_h", "num_warps", "num_stages", "min_split_tokens", "pdl", "warp_specialize",
-             "sm_count", "value_split")}
+             "sm_count", "value_split", "max_registers")}
 
 
 @functools.lru_cache(maxsize=256)
@@ -413,7 +415,7 @@ def split_plan(batch: int, heads: int, seq_len: int) -> dict:
     return {"block_n": block_n, "block_h": block_h, "head_blocks": head_blocks, "split_len": best[1],
             "num_splits": best[2], "num_warps": knobs["num_warps"], "num_stages": knobs["num_stages"],
             "pdl": bool(knobs["pdl"]), "warp_specialize": bool(knobs["warp_specialize"]),
-            "value_split": knobs["value_split"]}
+            "value_split": knobs["value_split"], "max_registers": knobs["max_registers"]}
 
 
 def _check_inputs(q, kv, scale) -> None:
@@ -543,8 +545,15 @@ def launch_stream(q, kv, block_table, cache_seqlens, o_part, lse_part, scale, pl
         splits, PAGE_SIZE=page_size, D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"],
         BLOCK_N=plan["block_n"], VALUE_SPLIT=plan["value_split"], NUM_STAGES=plan["num_stages"],
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", LAUNCH_DEPENDENTS=pdl,
-        num_warps=plan["num_warps"], num_stages=plan["num_stages"],
+        num_warps=plan["num_warps"], num_stages=plan["num_stages"], **_register_cap(plan, q.device),
     )
+
+
+def _register_cap(plan: dict, device: torch.device) -> dict:
+    """ptxas's per-thread register cap for the value-split kernel (the class's ``max_registers``;
+    CUDA only: 128 lets two 8-warp programs share an SM's 64 K registers, at some spill)."""
+    cap = plan["max_registers"]
+    return {"maxnreg": cap} if cap and device.type == "cuda" else {}
 
 
 def programmatic_combine(plan: dict, device: torch.device) -> bool:

@@ -130,6 +130,13 @@ def stream_variants() -> dict[str, tuple[str, dict]]:
         name = f"b-v2-h{bh}w{warps}n{bn}s{stages}" + ("-x2" if sm_count == 264 else "")
         found[name] = ("batched", {"value_split": 2, "block_h": bh, "num_warps": warps, "block_n": bn,
                                    "num_stages": stages, "sm_count": sm_count})
+    # 8 warps at 64 heads and 16-token tiles under a 128-register cap: two programs per SM with
+    # wgmma (280 B spilled at sm_90 compile).
+    for tokens in (64, 128):
+        found[f"s-v2-h64w8n16s2-t{tokens}-r128-x2"] = ("small", {
+            **_small(64, 8, 16, 2, tokens, 264), "small_value_split": 2, "small_max_registers": 128})
+    found["b-v2-h64w8n16s2-r128-x2"] = ("batched", {"value_split": 2, "block_h": 64, "num_warps": 8, "block_n": 16,
+                                                    "num_stages": 2, "sm_count": 264, "max_registers": 128})
     return found
 
 
@@ -184,7 +191,7 @@ def compile_key(variant_class: str, knobs: dict) -> tuple:
     prefix = "small_" if variant_class == "small" else ""
     names = ("block_h", "num_warps", "block_n", "num_stages", "value_split", "pdl", "warp_specialize")
     tiles = tuple(point[prefix + k] for k in names)
-    return (variant_class, *tiles, point["partial_dtype"])
+    return (variant_class, point[prefix + "max_registers"], *tiles, point["partial_dtype"])
 
 
 def assignment(count: int, which: str = "run1") -> list[list[str]]:

@@ -28,11 +28,13 @@ def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
     return compile_kernel(fn, constexprs, num_warps).asm["cubin"]
 
 
-def compile_kernel(fn, constexprs: dict, num_warps: int = 4, num_stages: int = 3, aligned: tuple = ()):
+def compile_kernel(fn, constexprs: dict, num_warps: int = 4, num_stages: int = 3, aligned: tuple = (),
+                   max_registers: int = 0):
     """``compile_for_hopper``'s compile, returning Triton's compiled kernel (``asm``, ``metadata``).
 
     ``aligned``: parameter names the launcher would specialise as divisible by 16 (pointers from
     torch's allocator, sizes that are multiples of 16 at the shape), as Triton's JIT does on a GPU.
+    ``max_registers``: ptxas's per-thread cap (the launch option ``maxnreg``; 0 for none).
     Without them every pointer is assumed 2-byte aligned: loads are scalar and never cp.async, so
     registers and shared memory are not what the GPU compiles."""
     import triton
@@ -59,8 +61,10 @@ def compile_kernel(fn, constexprs: dict, num_warps: int = 4, num_stages: int = 3
     attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned}
     source = ASTSource(fn=fn, signature=signature, attrs=attrs,
                        constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": num_warps, "num_stages": num_stages})
+    options = {"num_warps": num_warps, "num_stages": num_stages}
+    if max_registers:
+        options["maxnreg"] = max_registers
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def resource_usage(cubin: bytes) -> str:
