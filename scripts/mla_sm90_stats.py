@@ -88,7 +88,10 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
             key = (kernel.__name__, tuple(sorted(constexprs.items())), warps, stages, cap, aligned)
             if key not in cache:
                 cache[key] = resources(compile_kernel(kernel, constexprs, warps, stages, aligned, cap), warps)
+            splits = sizes["num_splits"]
             row = {"variant": name, "shape": shape, "programs": programs, "kernel": kernel.__name__,
+                   # bf16 partials the combine reads (none with one split: the output is written directly)
+                   "partial_mb": shape[0] * shape[1] * splits * 512 * 2 / 1e6 if splits > 1 else 0.0,
                    **cache[key]}
             row["waves"] = math.ceil(programs / (SM_COUNT * row["per_sm"])) if row["per_sm"] else 0
             rows.append(row)
@@ -96,13 +99,14 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
     return rows
 
 
-HEADER = ("| variant | B,H,S | kernel | programs | regs | spill B | smem KB | per SM (limit) | waves |"
-          " wgmma / cp.async groups in PTX |\n|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| variant | B,H,S | kernel | programs | partials MB | regs | spill B | smem KB | per SM (limit) | waves |"
+          " wgmma / cp.async groups in PTX |\n|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def format_row(row: dict) -> str:
     shape = ",".join(str(n) for n in row["shape"])
-    return (f"| {row['variant']} | {shape} | {row['kernel'].strip('_')} | {row['programs']} | {row['regs']} |"
+    return (f"| {row['variant']} | {shape} | {row['kernel'].strip('_')} | {row['programs']} |"
+            f" {row['partial_mb']:.1f} | {row['regs']} |"
             f" {row['spill']} | {row['smem'] / 1024:.0f} | {row['per_sm']} ({row['by']}) | {row['waves']} |"
             f" {row['ptx_wgmma']} / {row['ptx_cp_async']} |")
 

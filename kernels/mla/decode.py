@@ -16,6 +16,16 @@ batch 1) must spread one sequence over every SM, where the partials it writes (h
 per split) cost as much as the cache it reads unless each program streams a long run of it;
 a batch that fills the GPU is limited by the tile loop itself.
 
+A second split kernel, per class too (``value_split`` = 2, off by default until a GPU
+measures it): ``_mla_stream_kernel`` gives each (split, head block) two programs, each scoring
+the tile over all 576 dims but accumulating only its half of the 512 value dims. Half the
+accumulator per program lets smaller programs share an SM (two 4-warp programs of 64 heads at
+16-token tiles, or two 8-warp ones under ``max_registers`` = 128), so one program's loads and
+softmax can overlap another's products; the price is the score product done twice and the tile
+read twice (the second time from L2: the pair runs side by side). One jitted function serves
+the dense cache and the paged one (``paged.py``), its tile loop a ``tl.range`` with its own
+pipelining depth.
+
 Two launch options are CUDA-only knobs, per class too: ``pdl`` launches the combine
 programmatic-dependent on the split kernel (PTX griddepcontrol), so its launch overlaps the
 split kernel's tail instead of following it; ``warp_specialize`` asks Triton to split the tile
@@ -285,14 +295,16 @@ def _stream_rows(KV, table, b, n0, kv_len, offs_n, mask_n,
     """Row addresses [BLOCK_N] of tokens ``offs_n`` (= n0 + arange) of request b: the dense cache
     [B, kv_len, 576] when PAGE_SIZE is 0, else pages of ``KV [pages, PAGE_SIZE, 576]`` through the
     request's page table ``table`` (one lookup per tile where a page holds whole tiles)."""
+    # One return at the end: early returns inside branches are newer Triton than some hosts run.
     if PAGE_SIZE == 0:
-        return KV + (b * kv_len + offs_n) * D_QK
+        rows = KV + (b * kv_len + offs_n) * D_QK
     elif PAGE_SIZE % BLOCK_N == 0:
         page = tl.load(table + n0 // PAGE_SIZE).to(tl.int64)
-        return KV + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N)) * D_QK
+        rows = KV + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N)) * D_QK
     else:
         page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
-        return KV + (page * PAGE_SIZE + offs_n % PAGE_SIZE) * D_QK
+        rows = KV + (page * PAGE_SIZE + offs_n % PAGE_SIZE) * D_QK
+    return rows
 
 
 @triton.jit
