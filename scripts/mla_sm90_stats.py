@@ -9,6 +9,12 @@ split kernel it would launch is compiled for sm_90 by Triton's compiler and ptxa
 (the compiler installed here, which may be newer than the GPU machine's), its pointers and the
 sizes that are multiples of 16 at the shape specialised as divisible by 16, as Triton's JIT does
 on a GPU. ``--paged`` compiles the paged kernel (page size 64) instead of the dense one.
+
+The figures depend on Triton's version. To compile with the GPU machine's Triton on a CPU machine
+whose environment has another, put that version's unpacked wheel first on the path:
+``pip download --no-deps triton==3.6.0``, unzip the wheel into a folder DIR, make
+DIR/triton/backends/nvidia/bin/* executable, and run with ``PYTHONPATH=DIR`` (and a
+``TRITON_CACHE_DIR`` of its own).
 """
 
 from __future__ import annotations
@@ -121,7 +127,10 @@ def main(argv: list[str]) -> int:
         return 2
     which = argv[argv.index("--set") + 1] if "--set" in argv else "stream"
     paged = "--paged" in argv
-    print(f"sm_90 compile statistics, set {which}, {'paged (page 64)' if paged else 'dense'} split kernels")
+    import triton
+
+    print(f"sm_90 compile statistics (Triton {triton.__version__}), set {which}, "
+          f"{'paged (page 64)' if paged else 'dense'} split kernels")
     print(HEADER)
     stats(mv.variants(which), mv.BENCH_SHAPES, paged)
     return 0

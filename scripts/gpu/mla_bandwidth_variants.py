@@ -117,11 +117,11 @@ def stream_variants() -> dict[str, tuple[str, dict]]:
     """The third sweep: the value-split streaming kernel (``value_split`` 2: each program
     accumulates half of the 512 value dims, so half the accumulator and PV product per program,
     twice the programs for the same splits; loop pipelined by ``tl.range``). Points chosen from the
-    sm_90 compile statistics (``scripts/mla_sm90_stats.py``): 8 warps at 64 heads keep wgmma and
-    take fewer registers than the committed kernel (196 at 32-token tiles, no spill); "-x2" points
-    plan 264 program slots for tiles whose registers and shared memory fit twice per SM or more
-    (64 heads, 4 warps, 16-token tiles: 226 registers, 108 KB, wgmma; 32 heads: 168 registers,
-    74 KB, mma.sync)."""
+    sm_90 compile statistics (``scripts/mla_sm90_stats.py``, Triton 3.6): 8 warps at 64 heads keep
+    wgmma and take fewer registers than the committed kernel (148 at 32-token tiles, 136 at 16,
+    no spill); "-x2" points plan 264 program slots for tiles whose registers and shared memory
+    fit twice per SM or more (64 heads, 4 warps, 16-token tiles: 233 registers, 108 KB, wgmma;
+    32 heads: 159 registers, 74 KB, mma.sync; "-r128": 8 warps capped at 128 registers)."""
     found = {"committed": ("all", {})}
     for bh, warps, bn, stages, tokens, sm_count in STREAM_SMALL:
         name = f"s-v2-h{bh}w{warps}n{bn}s{stages}-t{tokens}" + ("-x2" if sm_count == 264 else "")
@@ -131,7 +131,7 @@ def stream_variants() -> dict[str, tuple[str, dict]]:
         found[name] = ("batched", {"value_split": 2, "block_h": bh, "num_warps": warps, "block_n": bn,
                                    "num_stages": stages, "sm_count": sm_count})
     # 8 warps at 64 heads and 16-token tiles under a 128-register cap: two programs per SM with
-    # wgmma (280 B spilled at sm_90 compile).
+    # wgmma (8 B spilled at sm_90 compile with Triton 3.6; 136 registers uncapped).
     for tokens in (64, 128):
         found[f"s-v2-h64w8n16s2-t{tokens}-r128-x2"] = ("small", {
             **_small(64, 8, 16, 2, tokens, 264), "small_value_split": 2, "small_max_registers": 128})
