@@ -62,8 +62,23 @@ def launch(shape: tuple, paged: bool) -> tuple:
     return kernel, constexprs, plan["num_warps"], plan["num_stages"], cap, sizes, programs
 
 
-def resources(compiled, warps: int) -> dict:
-    """Registers, spill bytes (ptxas's stack frame), shared memory, and programs per SM."""
+def tiles_in_flight(ttgir: str, stages: int) -> int:
+    """KV tiles whose copies are still in flight when the tile loop waits for the current one:
+    the loop's ``async_wait`` leaves ``num`` commit groups outstanding, and each tile commits
+    (all groups / stages) of them (the prologue commits stages - 1 tiles, the loop one). 0 means
+    the next tile's copy, issued after this tile's products, is awaited at the top of the next
+    iteration: loads overlap only the last product's tail."""
+    import re
+
+    waits = re.findall(r"ttg\.async_wait[^{]*\{num = (\d+)", ttgir)
+    groups = ttgir.count("ttg.async_commit_group")
+    per_tile = groups // stages if stages and groups else 0
+    return int(waits[0]) // per_tile if waits and per_tile else 0
+
+
+def resources(compiled, warps: int, stages: int) -> dict:
+    """Registers, spill bytes (ptxas's stack frame), shared memory, programs per SM, and KV
+    tiles in flight at the tile loop's wait."""
     from sm90_compile import resource_usage
 
     usage = dict(item.split(":") for item in resource_usage(compiled.asm["cubin"]).split())
@@ -74,7 +89,8 @@ def resources(compiled, warps: int) -> dict:
     per_sm = min(limits.values())
     return {"regs": regs, "spill": stack, "smem": shared, "per_sm": per_sm,
             "by": min(limits, key=limits.get), "ptx_cp_async": compiled.asm["ptx"].count("cp.async.commit_group"),
-            "ptx_wgmma": compiled.asm["ptx"].count("wgmma.mma_async")}
+            "ptx_wgmma": compiled.asm["ptx"].count("wgmma.mma_async"),
+            "in_flight": tiles_in_flight(compiled.asm["ttgir"], stages)}
 
 
 def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
@@ -93,7 +109,7 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
                 tuple(k for k, v in sizes.items() if v % 16 == 0 and k in kernel.arg_names)
             key = (kernel.__name__, tuple(sorted(constexprs.items())), warps, stages, cap, aligned)
             if key not in cache:
-                cache[key] = resources(compile_kernel(kernel, constexprs, warps, stages, aligned, cap), warps)
+                cache[key] = resources(compile_kernel(kernel, constexprs, warps, stages, aligned, cap), warps, stages)
             splits = sizes["num_splits"]
             row = {"variant": name, "shape": shape, "programs": programs, "kernel": kernel.__name__,
                    # bf16 partials the combine reads (none with one split: the output is written directly)
@@ -106,7 +122,7 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
 
 
 HEADER = ("| variant | B,H,S | kernel | programs | partials MB | regs | spill B | smem KB | per SM (limit) | waves |"
-          " wgmma / cp.async groups in PTX |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          " tiles in flight at the wait | wgmma / cp.async groups in PTX |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def format_row(row: dict) -> str:
@@ -114,6 +130,7 @@ def format_row(row: dict) -> str:
     return (f"| {row['variant']} | {shape} | {row['kernel'].strip('_')} | {row['programs']} |"
             f" {row['partial_mb']:.1f} | {row['regs']} |"
             f" {row['spill']} | {row['smem'] / 1024:.0f} | {row['per_sm']} ({row['by']}) | {row['waves']} |"
+            f" {row['in_flight']} |"
             f" {row['ptx_wgmma']} / {row['ptx_cp_async']} |")
 
 

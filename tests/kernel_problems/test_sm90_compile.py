@@ -58,13 +58,18 @@ def test_aligned_compile_is_what_the_gpu_compiles_and_the_stats_script_reads_it(
             "marked = compile_kernel(decode._mla_stream_kernel, c, 4, 2, ('Q', 'KV', 'kv_len')).asm['ptx']\n"
             "rows = st.stats({'v2': ('all', {'value_split': 2, 'block_n': 16, 'num_warps': 4})}, [(1, 64, 8192)],\n"
             "               False, print_row=lambda line: None)\n"
-            "print(json.dumps([plain.count('cp.async.commit_group'), marked.count('cp.async.commit_group'), rows]))\n")
+            "deep = compile_kernel(decode._mla_stream_kernel, {**c, 'NUM_STAGES': 3}, 4, 3, ('Q', 'KV', 'kv_len'))\n"
+            "ahead = [st.tiles_in_flight(k.asm['ttgir'], n) for k, n in ((deep, 3),)]\n"
+            "print(json.dumps([plain.count('cp.async.commit_group'), marked.count('cp.async.commit_group'), rows,\n"
+            "                  ahead[0]]))\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
                           cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    plain_groups, marked_groups, rows = json.loads(done.stdout.strip().splitlines()[-1])
+    plain_groups, marked_groups, rows, three_stages_ahead = json.loads(done.stdout.strip().splitlines()[-1])
     assert plain_groups == 0 < marked_groups
+    # Two stages: the next tile's copy is awaited at the top of the next iteration; three: one in flight.
+    assert rows[0]["in_flight"] == 0 and three_stages_ahead == 1
     (row,) = rows
     assert row["kernel"] == "_mla_stream_kernel" and row["programs"] == 128 and 0 < row["regs"] <= 255
     assert row["per_sm"] >= 1 and row["smem"] > 64 * 576 * 2  # the query block is in shared memory
