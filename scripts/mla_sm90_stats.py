@@ -122,7 +122,7 @@ def stats(variants: dict, shapes, paged: bool, print_row=print) -> list[dict]:
 
 
 HEADER = ("| variant | B,H,S | kernel | programs | partials MB | regs | spill B | smem KB | per SM (limit) | waves |"
-          " tiles in flight at the wait | wgmma / cp.async groups in PTX |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " tiles in flight at the wait | wgmma / cp.async groups in PTX |\n" + "|---" * 12 + "|")
 
 
 def format_row(row: dict) -> str:
