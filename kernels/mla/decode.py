@@ -325,8 +325,9 @@ def _mla_stream_kernel(
     latent is loaded as the program's own value half and the other half, so no column is
     loaded twice. The tile loop is ``tl.range`` with its own ``NUM_STAGES``.
     Layouts: q [B, H, 576]; o_part [B, H, splits, 512]; lse_part [B, H, splits] (written by
-    v = 0). A split with no tokens (a paged request shorter than the plan) writes zeros and
-    lse = -inf.
+    v = 0: the halves' running maxima and sums agree to fp32 rounding, as they add the score's
+    two halves in opposite orders, and each half is normalized by its own sum). A split with no
+    tokens (a paged request shorter than the plan) writes zeros and lse = -inf.
     """
     if LAUNCH_DEPENDENTS:
         _launch_dependents()
@@ -507,7 +508,8 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     out: [B, H, 512]; o_part: [B, H, num_splits, 512]; lse_part: [B, H, num_splits] fp32;
     plan: ``split_plan``'s dict; sync: None for the two-kernel path, or int32 [2] zeros for
     the fused one-launch path. With one split (two-kernel path) the split kernel writes
-    ``out`` itself and ``o_part`` is not touched: its partial is already the output.
+    ``out`` itself and ``o_part`` is not touched: its partial is already the output. A plan
+    with ``value_split`` 2 launches the value-split kernel (``launch_stream``) instead.
     """
     batch, heads, _ = q.shape
     num_splits = plan["num_splits"]
