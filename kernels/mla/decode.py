@@ -16,6 +16,16 @@ batch 1) must spread one sequence over every SM, where the partials it writes (h
 per split) cost as much as the cache it reads unless each program streams a long run of it;
 a batch that fills the GPU is limited by the tile loop itself.
 
+A second split kernel, per class too (``value_split`` = 2, off by default until a GPU
+measures it): ``_mla_stream_kernel`` gives each (split, head block) two programs, each scoring
+the tile over all 576 dims but accumulating only its half of the 512 value dims. Half the
+accumulator per program lets smaller programs share an SM (two 4-warp programs of 64 heads at
+16-token tiles, or two 8-warp ones under ``max_registers`` = 128), so one program's loads and
+softmax can overlap another's products; the price is the score product done twice and the tile
+read twice (the second time from L2: the pair runs side by side). One jitted function serves
+the dense cache and the paged one (``paged.py``), its tile loop a ``tl.range`` with its own
+pipelining depth.
+
 Two launch options are CUDA-only knobs, per class too: ``pdl`` launches the combine
 programmatic-dependent on the split kernel (PTX griddepcontrol), so its launch overlaps the
 split kernel's tail instead of following it; ``warp_specialize`` asks Triton to split the tile
@@ -58,6 +68,8 @@ CONFIG = {
     "fused": False,
     "pdl": False,
     "warp_specialize": False,
+    "value_split": 1,
+    "max_registers": 0,
     "small_batch_heads": 0,
     "small_block_n": 64,
     "small_block_h": 64,
@@ -67,6 +79,8 @@ CONFIG = {
     "small_pdl": False,
     "small_warp_specialize": False,
     "small_sm_count": 132,
+    "small_value_split": 1,
+    "small_max_registers": 0,
 }
 
 D_LATENT = 512
@@ -275,6 +289,105 @@ def _mla_fused_kernel(
                        D_LATENT, SPLITS_P2, BLOCK_S, BLOCK_DV)
 
 
+@triton.jit
+def _stream_rows(KV, table, b, n0, kv_len, offs_n, mask_n,
+                 PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, D_QK: tl.constexpr):
+    """Row addresses [BLOCK_N] of tokens ``offs_n`` (= n0 + arange) of request b: the dense cache
+    [B, kv_len, 576] when PAGE_SIZE is 0, else pages of ``KV [pages, PAGE_SIZE, 576]`` through the
+    request's page table ``table`` (one lookup per tile where a page holds whole tiles)."""
+    # One return at the end: early returns inside branches are newer Triton than some hosts run.
+    if PAGE_SIZE == 0:
+        rows = KV + (b * kv_len + offs_n) * D_QK
+    elif PAGE_SIZE % BLOCK_N == 0:
+        page = tl.load(table + n0 // PAGE_SIZE).to(tl.int64)
+        rows = KV + (page * PAGE_SIZE + n0 % PAGE_SIZE + tl.arange(0, BLOCK_N)) * D_QK
+    else:
+        page = tl.load(table + offs_n // PAGE_SIZE, mask=mask_n, other=0).to(tl.int64)
+        rows = KV + (page * PAGE_SIZE + offs_n % PAGE_SIZE) * D_QK
+    return rows
+
+
+@triton.jit
+def _mla_stream_kernel(
+    Q, KV, BLOCK_TABLE, CACHE_SEQLENS, O_PART, LSE_PART,
+    qk_scale_log2, kv_len, max_pages, num_heads, split_len, num_splits,
+    PAGE_SIZE: tl.constexpr, D_LATENT: tl.constexpr, D_ROPE: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, VALUE_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, LAUNCH_DEPENDENTS: tl.constexpr,
+):
+    """The value-split streaming variant (``value_split`` > 1), dense (PAGE_SIZE 0) or paged.
+
+    Program (split · VALUE_SPLIT + v, b, head block) scores its tiles over all 576 dims but
+    accumulates only value columns [v·D_V, +D_V), D_V = 512 / VALUE_SPLIT: the accumulator and
+    the probability-times-value product shrink by VALUE_SPLIT, so programs are smaller and
+    more of them share an SM, at the price of the score product done VALUE_SPLIT times (the
+    tile is read again from L2 by the neighbouring program, launched next to it). The key's
+    latent is loaded as the program's own value half and the other half, so no column is
+    loaded twice. The tile loop is ``tl.range`` with its own ``NUM_STAGES``.
+    Layouts: q [B, H, 576]; o_part [B, H, splits, 512]; lse_part [B, H, splits] (written by
+    v = 0: the halves' running maxima and sums agree to fp32 rounding, as they add the score's
+    two halves in opposite orders, and each half is normalized by its own sum). A split with no
+    tokens (a paged request shorter than the plan) writes zeros and lse = -inf.
+    """
+    if LAUNCH_DEPENDENTS:
+        _launch_dependents()
+    D_QK: tl.constexpr = D_LATENT + D_ROPE
+    D_V: tl.constexpr = D_LATENT // VALUE_SPLIT
+    split = tl.program_id(0) // VALUE_SPLIT
+    v = tl.program_id(0) % VALUE_SPLIT
+    b = tl.program_id(1).to(tl.int64)
+    offs_h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask_h = offs_h < num_heads
+    offs_r = tl.arange(0, D_ROPE)
+    own_cols = v * D_V + tl.arange(0, D_V)
+    other_cols = (1 - v) * D_V + tl.arange(0, D_V)  # VALUE_SPLIT 2 only: the other half
+    rows_bh = b * num_heads + offs_h
+
+    q_rows = Q + rows_bh[:, None] * D_QK
+    q_own = tl.load(q_rows + own_cols[None, :], mask=mask_h[:, None], other=0.0)  # [BLOCK_H, D_V]
+    if VALUE_SPLIT > 1:
+        q_other = tl.load(q_rows + other_cols[None, :], mask=mask_h[:, None], other=0.0)
+    q_rope = tl.load(q_rows + D_LATENT + offs_r[None, :], mask=mask_h[:, None], other=0.0)
+
+    table = BLOCK_TABLE + b * max_pages
+    if PAGE_SIZE == 0:
+        length = kv_len
+    else:
+        length = tl.load(CACHE_SEQLENS + b).to(tl.int32)
+    start = split * split_len
+    end = tl.minimum(start + split_len, length)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, D_V], tl.float32)
+    for n0 in tl.range(start, end, BLOCK_N, num_stages=NUM_STAGES):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < end
+        rows = _stream_rows(KV, table, b, n0, kv_len, offs_n, mask_n, PAGE_SIZE, BLOCK_N, D_QK)
+        own = tl.load(rows[:, None] + own_cols[None, :], mask=mask_n[:, None], other=0.0)  # K part and V
+        rope = tl.load(rows[:, None] + D_LATENT + offs_r[None, :], mask=mask_n[:, None], other=0.0)
+        s = tl.dot(q_own, tl.trans(own), input_precision=INPUT_PRECISION)  # [BLOCK_H, BLOCK_N]
+        if VALUE_SPLIT > 1:
+            other = tl.load(rows[:, None] + other_cols[None, :], mask=mask_n[:, None], other=0.0)
+            s = tl.dot(q_other, tl.trans(other), acc=s, input_precision=INPUT_PRECISION)
+        s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
+        s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = tl.dot(p.to(own.dtype), own, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
+        m_i = m_new
+
+    filled = l_i > 0
+    o = tl.where(filled[:, None], acc / tl.where(filled, l_i, 1.0)[:, None], 0.0)
+    part_index = rows_bh * num_splits + split
+    tl.store(O_PART + part_index[:, None] * D_LATENT + own_cols[None, :], o.to(O_PART.dtype.element_ty),
+             mask=mask_h[:, None])
+    lse = tl.where(filled, m_i + tl.log2(tl.where(filled, l_i, 1.0)), float("-inf"))
+    if v == 0:
+        tl.store(LSE_PART + part_index, lse, mask=mask_h)
+
+
 def launch_knobs(batch: int, heads: int) -> dict:
     """The tile, warp and split knobs for one shape class: a batch of at most
     ``small_batch_heads`` (batch x heads) query rows streams the cache with few programs per
@@ -282,7 +395,7 @@ def launch_knobs(batch: int, heads: int) -> dict:
     prefix = "small_" if batch * heads <= CONFIG["small_batch_heads"] else ""
     return {name: CONFIG[prefix + name] for name in
             ("block_n", "block_h", "num_warps", "num_stages", "min_split_tokens", "pdl", "warp_specialize",
-             "sm_count")}
+             "sm_count", "value_split", "max_registers")}
 
 
 @functools.lru_cache(maxsize=256)
@@ -300,7 +413,8 @@ def split_plan(batch: int, heads: int, seq_len: int) -> dict:
     block_n = knobs["block_n"]
     block_h = min(knobs["block_h"], max(16, triton.next_power_of_2(heads)))
     head_blocks = triton.cdiv(heads, block_h)
-    rows = batch * head_blocks
+    # A value split of 2 makes two programs of each (split, head block): each counts as one.
+    rows = batch * head_blocks * knobs["value_split"]
     min_tokens = max(knobs["min_split_tokens"], block_n)
     most_splits = min(triton.cdiv(seq_len, min_tokens), triton.cdiv(4 * knobs["sm_count"], rows))
     best = None
@@ -313,7 +427,8 @@ def split_plan(batch: int, heads: int, seq_len: int) -> dict:
             best = (cost, split_len, num_splits)
     return {"block_n": block_n, "block_h": block_h, "head_blocks": head_blocks, "split_len": best[1],
             "num_splits": best[2], "num_warps": knobs["num_warps"], "num_stages": knobs["num_stages"],
-            "pdl": bool(knobs["pdl"]), "warp_specialize": bool(knobs["warp_specialize"])}
+            "pdl": bool(knobs["pdl"]), "warp_specialize": bool(knobs["warp_specialize"]),
+            "value_split": knobs["value_split"], "max_registers": knobs["max_registers"]}
 
 
 def _check_inputs(q, kv, scale) -> None:
@@ -377,7 +492,8 @@ def fused_fits(plan: dict, batch: int, device: torch.device) -> bool:
     """Whether the one-launch kernel may run: asked for, on CUDA, and every program resident,
     so the grid barrier cannot wait on a program that has not started."""
     programs = plan["num_splits"] * batch * plan["head_blocks"]
-    return bool(CONFIG["fused"]) and programs <= _resident_programs(device)
+    streamed = plan.get("value_split", 1) > 1  # the value-split kernel has no fused form
+    return bool(CONFIG["fused"]) and not streamed and programs <= _resident_programs(device)
 
 
 def writes_output_directly(plan: dict, sync) -> bool:
@@ -392,7 +508,8 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     out: [B, H, 512]; o_part: [B, H, num_splits, 512]; lse_part: [B, H, num_splits] fp32;
     plan: ``split_plan``'s dict; sync: None for the two-kernel path, or int32 [2] zeros for
     the fused one-launch path. With one split (two-kernel path) the split kernel writes
-    ``out`` itself and ``o_part`` is not touched: its partial is already the output.
+    ``out`` itself and ``o_part`` is not touched: its partial is already the output. A plan
+    with ``value_split`` 2 launches the value-split kernel (``launch_stream``) instead.
     """
     batch, heads, _ = q.shape
     num_splits = plan["num_splits"]
@@ -415,6 +532,11 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     # would only copy it (ncu on the H200: 41.6 us of 314 at 64,128,4096).
     direct = writes_output_directly(plan, sync)
     pdl = programmatic_combine(plan, q.device) and not direct
+    if plan.get("value_split", 1) > 1:
+        launch_stream(q, kv, lse_part, lse_part, out if direct else o_part, lse_part, scale, plan, 0, pdl)
+        if not direct:
+            launch_combine(o_part, lse_part, out, pdl)
+        return out
     _mla_split_kernel[grid](
         q, kv, out if direct else o_part, lse_part,
         float(scale) * LOG2_E, kv.shape[1], heads, plan["split_len"], num_splits,
@@ -423,6 +545,29 @@ def mla_decode_into(q, kv, scale, out, o_part, lse_part, plan, sync=None) -> tor
     if not direct:
         launch_combine(o_part, lse_part, out, pdl)
     return out
+
+
+def launch_stream(q, kv, block_table, cache_seqlens, o_part, lse_part, scale, plan, page_size, pdl) -> None:
+    """The value-split kernel over the dense cache kv [B, S, 576] (page_size 0; block_table and
+    cache_seqlens are not read) or the paged one kv [pages, page_size, 576] with block_table
+    [B, max_pages] and cache_seqlens [B]; partials into o_part [B, H, splits, 512] and lse_part."""
+    batch, heads, _ = q.shape
+    splits = plan["num_splits"]
+    _mla_stream_kernel[(splits * plan["value_split"], batch, plan["head_blocks"])](
+        q, kv, block_table, cache_seqlens, o_part, lse_part,
+        float(scale) * LOG2_E, kv.shape[1], block_table.shape[-1] if page_size else 0, heads, plan["split_len"],
+        splits, PAGE_SIZE=page_size, D_LATENT=D_LATENT, D_ROPE=D_ROPE, BLOCK_H=plan["block_h"],
+        BLOCK_N=plan["block_n"], VALUE_SPLIT=plan["value_split"], NUM_STAGES=plan["num_stages"],
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", LAUNCH_DEPENDENTS=pdl,
+        num_warps=plan["num_warps"], num_stages=plan["num_stages"], **_register_cap(plan, q.device),
+    )
+
+
+def _register_cap(plan: dict, device: torch.device) -> dict:
+    """ptxas's per-thread register cap for the value-split kernel (the class's ``max_registers``;
+    CUDA only: 128 lets two 8-warp programs share an SM's 64 K registers, at some spill)."""
+    cap = plan["max_registers"]
+    return {"maxnreg": cap} if cap and device.type == "cuda" else {}
 
 
 def programmatic_combine(plan: dict, device: torch.device) -> bool:

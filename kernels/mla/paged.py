@@ -32,6 +32,7 @@ from kernels.mla.decode import (
     _partial_dtype,
     _softmax_step,
     launch_combine,
+    launch_stream,
     programmatic_combine,
     split_plan,
     warp_specialized,
@@ -162,6 +163,11 @@ def mla_decode_paged(q, kv_cache, block_table, cache_seqlens, scale):
     lse_part = torch.empty((batch, heads, num_splits), dtype=torch.float32, device=q.device)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     pdl = programmatic_combine(plan, q.device) and not direct
+    if plan["value_split"] > 1:
+        launch_stream(q, kv_cache, block_table, cache_seqlens, o_part, lse_part, scale, plan, page_size, pdl)
+        if not direct:
+            launch_combine(o_part, lse_part, out, pdl)
+        return out
     _paged_split_kernel[(num_splits, batch, plan["head_blocks"])](
         q, kv_cache, block_table, cache_seqlens, o_part, lse_part,
         float(scale) * LOG2_E, max_pages, heads, plan["split_len"], num_splits,

@@ -29,6 +29,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "fused": (False, True),
     "pdl": (False, True),
     "warp_specialize": (False, True),
+    "value_split": (1, 2),
+    "max_registers": (0, 128, 168),
     "small_batch_heads": (0, 128, 256, 512, 1024),
     "small_block_n": (16, 32, 64, 128),
     "small_block_h": (16, 32, 64, 128),
@@ -38,6 +40,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "small_pdl": (False, True),
     "small_warp_specialize": (False, True),
     "small_sm_count": (66, 132, 264),
+    "small_value_split": (1, 2),
+    "small_max_registers": (0, 128, 168),
 }
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
@@ -57,6 +61,10 @@ KNOBS: dict[str, str] = {
     "fused": "combine in the same launch behind a grid barrier (True) or in a second launch (False)",
     "pdl": "launch the combine programmatic-dependent on the split kernel, so its launch overlaps the split's tail",
     "warp_specialize": "ask Triton to split the tile loop into producer (loads) and consumer (math) warps",
+    "value_split": "2: the streaming kernel, each program accumulating half of the 512 value dims (half the "
+    "accumulator, scores computed by both halves; a tl.range-pipelined loop); 1: the split kernel",
+    "max_registers": "register cap per thread for the value_split kernel (0: ptxas chooses; 128: two 8-warp "
+    "programs per SM, with spills); CUDA only",
     "small_batch_heads": "shapes with batch x heads at most this take the small_* knobs below (0: none do)",
     "small_block_n": "block_n for small batches",
     "small_block_h": "block_h for small batches (smaller head blocks: more programs per sequence, fewer splits)",
@@ -66,6 +74,8 @@ KNOBS: dict[str, str] = {
     "small_pdl": "pdl for small batches",
     "small_warp_specialize": "warp_specialize for small batches",
     "small_sm_count": "sm_count for small batches (264: two programs per SM, for tiles small enough to fit twice)",
+    "small_value_split": "value_split for small batches",
+    "small_max_registers": "max_registers for small batches",
 }
 
 # Hopper: 227 KB of shared memory per block; 255 registers per thread, of which we let the
@@ -86,8 +96,9 @@ def shared_memory_estimate(point: dict[str, Any], prefix: str = "") -> int:
 
 
 def accumulator_registers(point: dict[str, Any], prefix: str = "") -> int:
-    """fp32 registers per thread that the [block_h, 512] accumulator occupies."""
-    return point[prefix + "block_h"] * _D_LATENT // (point[prefix + "num_warps"] * 32)
+    """fp32 registers per thread that the [block_h, 512 / value_split] accumulator occupies."""
+    width = _D_LATENT // point[prefix + "value_split"]
+    return point[prefix + "block_h"] * width // (point[prefix + "num_warps"] * 32)
 
 
 def validate(point: dict[str, Any]) -> list[str]:

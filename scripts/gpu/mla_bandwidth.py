@@ -1,6 +1,6 @@
 """One GPU call: MLA decode variants against the memory roofline and torch.compile, under graph replay.
 
-    PYTHONPATH=. python3 scripts/gpu/mla_bandwidth.py OUT_DIR [--budget SECONDS] [--set run1|occupancy]
+    PYTHONPATH=. python3 scripts/gpu/mla_bandwidth.py OUT_DIR [--budget SECONDS] [--set run1|occupancy|stream]
 
 1. The card's copy bandwidth (device-to-device copy of 2 GiB, read + write bytes over time).
 2. Triton compiles every variant (``mla_bandwidth_variants.py``) in parallel worker processes,

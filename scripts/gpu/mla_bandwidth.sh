@@ -4,7 +4,7 @@
 # class merged and timed again; the paged kernel at that point; then (MLA_NCU=1) Nsight Compute on
 # the committed kernel and two small-batch points at batch 1. Prints the summary table; details in
 # $OUT/mla_bandwidth.json and $OUT/mla_bandwidth.txt.
-# Usage (device, repo root): [MLA_SET=run1|occupancy] [MLA_NCU=1] bash scripts/gpu/mla_bandwidth.sh
+# Usage (device, repo root): [MLA_SET=run1|occupancy|stream] [MLA_NCU=1] bash scripts/gpu/mla_bandwidth.sh
 source scripts/gpu/prelude.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # One Triton cache for the warm-up workers and the timing process.

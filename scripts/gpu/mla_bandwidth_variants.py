@@ -49,9 +49,12 @@ def shape_class(shape) -> str:
 
 def variants(which: str = "run1") -> dict[str, tuple[str, dict]]:
     """name -> (class, knob overrides); class "all" for the committed point. ``which``: "run1"
-    (the first sweep, 2026-12-05) or "occupancy" (two programs per SM at small batches)."""
+    (the first sweep, 2026-12-05), "occupancy" (two programs per SM at small batches) or "stream"
+    (the value-split streaming kernel)."""
     if which == "occupancy":
         return occupancy_variants()
+    if which == "stream":
+        return stream_variants()
     found = {"committed": ("all", {})}
     small = [(bh, *tile, tokens) for bh, tiles in _SMALL_TILES.items() for tile in tiles
              for tokens in _SMALL_SPLIT_TOKENS[bh]]
@@ -110,6 +113,45 @@ def occupancy_variants() -> dict[str, tuple[str, dict]]:
     return found
 
 
+def stream_variants() -> dict[str, tuple[str, dict]]:
+    """The third sweep: the value-split streaming kernel (``value_split`` 2: each program
+    accumulates half of the 512 value dims, so half the accumulator and PV product per program,
+    twice the programs for the same splits; loop pipelined by ``tl.range``). Points chosen from the
+    sm_90 compile statistics (``scripts/mla_sm90_stats.py``, Triton 3.6): 8 warps at 64 heads keep
+    wgmma and take fewer registers than the committed kernel (148 at 32-token tiles, 136 at 16,
+    no spill); "-x2" points plan 264 program slots for tiles whose registers and shared memory
+    fit twice per SM or more (64 heads, 4 warps, 16-token tiles: 233 registers, 108 KB, wgmma;
+    32 heads: 159 registers, 74 KB, mma.sync; "-r128": 8 warps capped at 128 registers)."""
+    # The first sweep's best small point (17.4 µs at 1,64,8192), to beat beside the committed one.
+    found = {"committed": ("all", {}), "s-h32w4n32s3-t128": ("small", _small(32, 4, 32, 3, 128))}
+    for bh, warps, bn, stages, tokens, sm_count in STREAM_SMALL:
+        name = f"s-v2-h{bh}w{warps}n{bn}s{stages}-t{tokens}" + ("-x2" if sm_count == 264 else "")
+        found[name] = ("small", {**_small(bh, warps, bn, stages, tokens, sm_count), "small_value_split": 2})
+    for bh, warps, bn, stages, sm_count in STREAM_BATCHED:
+        name = f"b-v2-h{bh}w{warps}n{bn}s{stages}" + ("-x2" if sm_count == 264 else "")
+        found[name] = ("batched", {"value_split": 2, "block_h": bh, "num_warps": warps, "block_n": bn,
+                                   "num_stages": stages, "sm_count": sm_count})
+    # 8 warps at 64 heads and 16-token tiles under a 128-register cap: two programs per SM with
+    # wgmma (8 B spilled at sm_90 compile with Triton 3.6; 136 registers uncapped).
+    for tokens in (64, 128):
+        found[f"s-v2-h64w8n16s2-t{tokens}-r128-x2"] = ("small", {
+            **_small(64, 8, 16, 2, tokens, 264), "small_value_split": 2, "small_max_registers": 128})
+    found["b-v2-h64w8n16s2-r128-x2"] = ("batched", {"value_split": 2, "block_h": 64, "num_warps": 8, "block_n": 16,
+                                                    "num_stages": 2, "sm_count": 264, "max_registers": 128})
+    return found
+
+
+# (block_h, num_warps, block_n, num_stages, min_split_tokens, sm_count) for small batches and
+# (block_h, num_warps, block_n, num_stages, sm_count) for batched shapes, value_split 2.
+STREAM_SMALL = (
+    (64, 8, 64, 2, 64, 132), (64, 8, 32, 3, 64, 132), (64, 8, 32, 3, 128, 132), (64, 8, 16, 2, 64, 132),
+    (64, 4, 16, 2, 64, 264), (64, 4, 16, 2, 128, 264), (64, 4, 16, 2, 256, 264), (32, 4, 32, 2, 64, 264),
+    (32, 4, 32, 2, 128, 264),
+)
+STREAM_BATCHED = ((64, 8, 64, 2, 132), (64, 8, 32, 3, 132), (64, 8, 16, 2, 132), (64, 4, 16, 2, 264),
+                  (32, 4, 32, 2, 264))
+
+
 def applies(variant_class: str, shape) -> bool:
     return variant_class == "all" or variant_class == shape_class(shape)
 
@@ -148,9 +190,9 @@ def compile_key(variant_class: str, knobs: dict) -> tuple:
 
     point = {**CONFIG, **knobs}
     prefix = "small_" if variant_class == "small" else ""
-    names = ("block_h", "num_warps", "block_n", "num_stages", "pdl", "warp_specialize")
+    names = ("block_h", "num_warps", "block_n", "num_stages", "value_split", "pdl", "warp_specialize")
     tiles = tuple(point[prefix + k] for k in names)
-    return (variant_class, *tiles, point["partial_dtype"])
+    return (variant_class, point[prefix + "max_registers"], *tiles, point["partial_dtype"])
 
 
 def assignment(count: int, which: str = "run1") -> list[list[str]]:

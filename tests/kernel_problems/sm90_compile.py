@@ -25,6 +25,18 @@ FLOATS = {"scale", "qk_scale_log2"}
 def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
     """Compile JITFunction ``fn`` for sm_90, its other parameters typed by name (bf16 data,
     int32 tables, fp32 partials and states, fp32 scales, int32 sizes); returns the cubin."""
+    return compile_kernel(fn, constexprs, num_warps).asm["cubin"]
+
+
+def compile_kernel(fn, constexprs: dict, num_warps: int = 4, num_stages: int = 3, aligned: tuple = (),
+                   max_registers: int = 0):
+    """``compile_for_hopper``'s compile, returning Triton's compiled kernel (``asm``, ``metadata``).
+
+    ``aligned``: parameter names the launcher would specialise as divisible by 16 (pointers from
+    torch's allocator, sizes that are multiples of 16 at the shape), as Triton's JIT does on a GPU.
+    ``max_registers``: ptxas's per-thread cap (the launch option ``maxnreg``; 0 for none).
+    Without them every pointer is assumed 2-byte aligned: loads are scalar and never cp.async, so
+    registers and shared memory are not what the GPU compiles."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -43,10 +55,16 @@ def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
             signature[name] = "fp32"
         else:
             signature[name] = "i32"
-    source = ASTSource(fn=fn, signature=signature,
+    unknown = sorted(set(aligned) - set(fn.arg_names))
+    if unknown:
+        raise ValueError(f"aligned names {unknown} are not parameters of {fn.__name__}: {fn.arg_names}")
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned}
+    source = ASTSource(fn=fn, signature=signature, attrs=attrs,
                        constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    return compiled.asm["cubin"]
+    options = {"num_warps": num_warps, "num_stages": num_stages}
+    if max_registers:
+        options["maxnreg"] = max_registers
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def resource_usage(cubin: bytes) -> str:
@@ -95,6 +113,10 @@ def cases():
     yield "mla combine (pdl wait)", decode._mla_combine_kernel, {"D_LATENT": 512, **combine, "WAIT_PRIOR": True}, 4
     yield "mla fused", decode._mla_fused_kernel, {**split, **combine}, 8
     yield "mla paged split", paged._paged_split_kernel, {**split, **plain, "PAGE_SIZE": 64}, 8
+    stream = {**split, "BLOCK_N": 16, "VALUE_SPLIT": 2, "NUM_STAGES": 2, "LAUNCH_DEPENDENTS": False}
+    yield "mla value-split stream (dense)", decode._mla_stream_kernel, {**stream, "PAGE_SIZE": 0}, 4
+    yield "mla value-split stream (paged, page 64)", decode._mla_stream_kernel, {**stream, "PAGE_SIZE": 64}, 4
+    yield "mla value-split stream (paged, page 1)", decode._mla_stream_kernel, {**stream, "PAGE_SIZE": 1}, 4
 
 def main() -> int:
     if os.environ.get("TRITON_INTERPRET"):

@@ -232,3 +232,59 @@ def test_importing_the_definition_does_not_import_triton():
     code = "import sys, kernels.mla, kernels.mla.definition; print('triton' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+# The value-split streaming kernel (value_split 2): two programs per (split, head block), each
+# accumulating half of the 512 value dims; small tiles so that several splits and tiles run.
+VALUE_SPLIT = {"value_split": 2, "block_n": 16, "block_h": 16, "num_warps": 4, "min_split_tokens": 32}
+
+
+@pytest.fixture
+def value_split(monkeypatch):
+    for key, value in VALUE_SPLIT.items():
+        monkeypatch.setitem(CONFIG, key, value)
+    split_plan.cache_clear()
+    yield
+    split_plan.cache_clear()
+
+
+@pytest.mark.parametrize("shape", CPU_SHAPES + ODD_SHAPES, ids=shape_id)
+def test_value_split_kernel_matches_reference(value_split, shape):
+    inputs = make_inputs(shape, seed=shape[2] + 1, dtype="float32")
+    assert split_plan(*shape)["value_split"] == 2
+    out = mla_decode(**inputs)
+    assert out.shape == (shape[0], shape[1], 512) and out.dtype == torch.float32
+    assert rel_rms(out, reference(**inputs)) < TOL32
+
+
+@pytest.mark.parametrize("shape", ((1, 4, 63), (2, 3, 130)), ids=shape_id)
+def test_value_split_kernel_in_fp16(value_split, shape):
+    inputs = make_inputs(shape, seed=5, dtype="float16")
+    out = mla_decode(**inputs)
+    assert out.dtype == torch.float16
+    assert rel_rms(out, reference(**inputs)) < PROBLEM.tolerance["float16"]
+
+
+def test_value_split_writes_both_halves_of_every_partial():
+    # Poisoned buffers: each half of every partial row comes from its own program, and the lse
+    # only from the first; the combine reads them all.
+    inputs = make_inputs((2, 3, 130), seed=8, dtype="float32")
+    plan = {**split_plan(2, 3, 130), "block_n": 16, "block_h": 16, "split_len": 48, "num_splits": 3,
+            "value_split": 2}
+    out = torch.full((2, 3, 512), float("nan"))
+    o_part = torch.full((2, 3, 3, 512), float("nan"))
+    lse_part = torch.full((2, 3, 3), float("nan"))
+    mla_decode_into(inputs["q"], inputs["kv"], inputs["scale"], out, o_part, lse_part, plan)
+    assert torch.isfinite(o_part).all() and torch.isfinite(lse_part).all()
+    assert rel_rms(out, reference(**inputs)) < TOL32
+
+
+def test_value_split_plan_counts_both_halves_as_programs(value_split, monkeypatch):
+    monkeypatch.setitem(CONFIG, "block_h", 64)
+    monkeypatch.setitem(CONFIG, "block_n", 64)
+    split_plan.cache_clear()
+    plan = split_plan(1, 64, 8192)
+    # Two value halves per split: 66 splits of 128 tokens (64 of them non-empty) fill 132 SMs.
+    assert plan["value_split"] == 2 and plan["num_splits"] * 2 <= CONFIG["sm_count"]
+    assert plan["num_splits"] * plan["split_len"] >= 8192 and plan["split_len"] == 128
+    assert not fused_fits({**plan, "num_splits": 1}, 1, torch.device("cpu"))

@@ -95,3 +95,24 @@ def test_bad_inputs_say_what_is_wrong():
         mla_decode_paged(q, kv_cache, block_table, seqlens[:1].contiguous(), SCALE)
     with pytest.raises(ValueError, match="scale must be a positive finite number"):
         mla_decode_paged(q, kv_cache, block_table, seqlens, -1.0)
+
+
+# The value-split streaming kernel through the pages: tiles within a page (64, 32-token tiles),
+# across pages (page 16), per-row lookups (page 1); lengths below the cache length, one empty.
+@pytest.mark.parametrize("page_size,lengths", [(64, [0, 100, 300]), (16, [33, 1, 129]), (1, [5, 77])],
+                         ids=["page64", "page16", "page1"])
+def test_value_split_kernel_through_the_pages(monkeypatch, page_size, lengths):
+    for key, value in {"value_split": 2, "block_n": 32, "block_h": 16, "num_warps": 4,
+                       "min_split_tokens": 64}.items():
+        monkeypatch.setitem(CONFIG, key, value)
+    split_plan.cache_clear()
+    try:
+        q, kv_cache, block_table, seqlens = paged_inputs(lengths, page_size, heads=5, spare_pages=2)
+        assert split_plan(len(lengths), 5, block_table.shape[1] * page_size)["value_split"] == 2
+        out = mla_decode_paged(q, kv_cache, block_table, seqlens, SCALE)
+        ref = paged_reference(q, kv_cache, block_table, seqlens, SCALE)
+        filled = seqlens > 0
+        assert torch.equal(out[~filled], torch.zeros_like(out[~filled]))
+        assert rel_rms(out[filled], ref[filled]) < TOLERANCE
+    finally:
+        split_plan.cache_clear()

@@ -21,6 +21,9 @@ POINTS = {
     "small-batch-class": {**space.DEFAULT, "small_batch_heads": 128, "small_block_n": 32, "small_block_h": 16,
                           "small_num_warps": 4, "small_num_stages": 4, "small_min_split_tokens": 128,
                           "small_pdl": True, "small_warp_specialize": True, "block_n": 16, "num_stages": 1},
+    # The value-split streaming kernel (its own jitted function) in a standalone candidate.
+    "value-split": {**space.DEFAULT, "value_split": 2, "block_n": 32, "block_h": 16, "num_warps": 4,
+                    "min_split_tokens": 32},
 }
 
 
@@ -59,6 +62,13 @@ def test_validate_names_what_is_wrong(change, reason):
     assert any(reason in p for p in problems), problems
 
 
+def test_value_split_halves_the_accumulator_estimate():
+    point = {**space.DEFAULT, "block_h": 64, "num_warps": 4}
+    assert space.accumulator_registers(point) == 256 and space.validate(point)
+    assert space.accumulator_registers({**point, "value_split": 2}) == 128
+    assert space.validate({**point, "value_split": 2}) == []
+
+
 def test_validate_reports_missing_knobs_and_render_refuses():
     point = dict(space.DEFAULT)
     del point["block_n"]
@@ -94,6 +104,9 @@ def test_rendered_candidate_is_standalone_and_correct(name, tmp_path):
         plan = module.split_plan(1, 16, 300)
         assert (plan["block_n"], plan["block_h"], plan["num_warps"], plan["num_stages"]) == (32, 16, 4, 4)
         assert plan["split_len"] % 32 == 0 and plan["split_len"] >= 128 and plan["pdl"]
+    if name == "value-split":
+        plan = module.split_plan(2, 3, 130)
+        assert plan["value_split"] == 2 and plan["num_splits"] > 1
     if name == "small-tiles-many-splits":
         plan = module.split_plan(1, 16, 300)
         assert plan["num_splits"] > point["combine_block_s"]  # the combine loop runs more than once
