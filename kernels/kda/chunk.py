@@ -19,6 +19,10 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
    - "split": ``_intra_kernel`` per (chunk, batch x head) writes A_qk and M (fp32), then
      ``_wy_kernel`` per (chunk, batch x head, channel tile) writes W, U, qg, kg: each kernel
      holds half as much, and the second has D / BK times the programs.
+   - "subchunk": ``_subchunk_kernel`` per (chunk, batch x head, sub-chunk of 16) writes its row
+     block of A_qk and of a block solve [P | D^-1] (16 x 16 inverses only; no [BT, BT] tile),
+     then ``_wy_kernel`` solves by blocks (``_apply_inverse``): the split variant's work in
+     register-light programs, BT / 16 times as many, for a preparation that is not latency-bound.
 2. ``_scan_kernel``, one program per (value tile, batch x head), sequential over chunks:
    the state S stays in registers in fp32 and the output is written in the same loop, so
    the per-chunk states never go to memory.
@@ -257,15 +261,105 @@ def _unit_lower_inverse(a, r2, c2, LOG2_BT: tl.constexpr, PRECISION: tl.constexp
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
+def _subchunk_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, solve_ptr, aqk_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr,
+    scale, T, NT, NTS, H,
+    D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    """The subchunk preparation's first kernel, one program per (chunk, head, sub-chunk n of BC
+    tokens): row block n of A_qk (to memory, final) and of the block solve the WY kernel applies,
+    [P_n | D_n^-1 | 0] in fp32: D_n = I + beta A_kk's diagonal block (its inverse by
+    ``_unit_lower_inverse`` on [BC, BC]), P_n = -D_n^-1 beta A_kk[n, :n] (the rows' keys before
+    the sub-chunk). No [BT, BT] tile: each product is [BC, BK] @ [BK, BT] or [BK, BC], NC times
+    the programs of ``_intra_kernel`` and no NC-fold redundant contraction. Everything anchors at
+    the sub-chunk's first token (a0 its own gate): queries take e^(G_r - G_0) <= 1, earlier keys
+    e^(G_0 - G_i) <= 1 (a suffix sum of gates, no difference of large cumulative sums), keys of
+    the sub-chunk e^(G_0 - G_i) <= e^span; rows whose span passes SAFE_SPAN take the diagonal
+    block by halving (``_exact_diagonal_blocks``), decided per row. The anchor is at or before
+    every query, and no row's choice looks past it: causal."""
+    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    n0 = tl.program_id(2) * BC  # the sub-chunk's first row in the chunk
+    in_base = (bos * H + i_h) * D
+    rs = tl.arange(0, BC)[:, None]
+    cs = tl.arange(0, BC)[None, :]
+    r2 = tl.arange(0, BT)[:, None]
+    c2 = tl.arange(0, BT)[None, :]
+    sub_valid = i_t * BT + n0 + rs < seq_len  # [BC, 1]
+    before = (r2 < n0) & (i_t * BT + r2 < seq_len)  # [BT, 1]: keys before the sub-chunk
+    off_qk = tl.zeros([BC, BT], dtype=tl.float32)
+    off_kk = tl.zeros([BC, BT], dtype=tl.float32)
+    d_qk = tl.zeros([BC, BC], dtype=tl.float32)
+    d_kk = tl.zeros([BC, BC], dtype=tl.float32)
+    span = tl.zeros([BC, BK], dtype=tl.float32)
+    for kd in range(0, D, BK):
+        d2 = kd + tl.arange(0, BK)[None, :]
+        sub_offs = in_base + (i_t * BT + n0 + rs) * H * D + d2
+        sub_load = sub_valid & (d2 < D)
+        g_s = tl.load(g_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32)
+        L_s = tl.cumsum(g_s, axis=0)
+        a0 = tl.sum(tl.where(rs == 0, g_s, 0.0), axis=0)[None, :]  # = L_s's first row
+        span = tl.maximum(span, a0 - L_s)
+        to_anchor = tl.exp(L_s - a0)  # <= 1
+        q_t = tl.load(q_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32) * to_anchor * scale
+        k_s = tl.load(k_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32)
+        k_t = k_s * to_anchor
+        # Inside the sub-chunk: >= 1, at most e^span (inf past it: then not used).
+        k_hat = k_s * tl.exp(a0 - L_s)
+        d_qk = tl.dot(q_t, tl.trans(k_hat), acc=d_qk, input_precision=PRECISION)
+        d_kk = tl.dot(k_t, tl.trans(k_hat), acc=d_kk, input_precision=PRECISION)
+        if NC > 1:
+            b_offs = in_base + (i_t * BT + r2) * H * D + d2
+            b_load = before & (d2 < D)
+            g_b = tl.load(g_ptr + b_offs, mask=b_load, other=0.0).to(tl.float32)
+            # G_0 - G_i = a0 + the gates after i up to the sub-chunk (rows from n0 on load 0).
+            after_i = tl.cumsum(g_b, axis=0, reverse=True) - g_b
+            k_b = tl.load(k_ptr + b_offs, mask=b_load, other=0.0).to(tl.float32) * tl.exp(a0 + after_i)
+            off_qk = tl.dot(q_t, tl.trans(k_b), acc=off_qk, input_precision=PRECISION)
+            off_kk = tl.dot(k_t, tl.trans(k_b), acc=off_kk, input_precision=PRECISION)
+    # Row r's factored entries use keys up to r only, so they hold while the span up to r does
+    # (g <= 0: the span grows along the rows); each row takes the exact form only past it. A
+    # row's choice never depends on later tokens: causal to the last bit.
+    row_span = tl.max(span, axis=1)[:, None]  # [BC, 1]
+    if tl.max(row_span, axis=0) > SAFE_SPAN:
+        e_qk = tl.zeros([BC, BC], dtype=tl.float32)
+        e_kk = tl.zeros([BC, BC], dtype=tl.float32)
+        for kd in range(0, D, BK):
+            d2 = kd + tl.arange(0, BK)[None, :]
+            sub_offs = in_base + (i_t * BT + n0 + rs) * H * D + d2
+            sub_load = sub_valid & (d2 < D)
+            e_qk, e_kk = _exact_diagonal_blocks(
+                tl.load(q_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
+                tl.load(k_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
+                tl.load(g_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
+                rs, cs, scale, e_qk, e_kk, BC, BK, LOG2_SUB_CHUNK, PRECISION)
+        d_qk = tl.where(row_span > SAFE_SPAN, e_qk, d_qk)
+        d_kk = tl.where(row_span > SAFE_SPAN, e_kk, d_kk)
+    b_s = tl.load(beta_ptr + bos * H + i_h + (i_t * BT + n0 + rs) * H, mask=sub_valid, other=0.0).to(tl.float32)
+    d_inv = _unit_lower_inverse(tl.where(cs < rs, d_kk * b_s, 0.0), rs, cs, LOG2_SUB_CHUNK, PRECISION)
+    rows = (i_h * NT + i_c) * BT + n0 + rs
+    # Three disjoint column ranges per row block: before n0, the diagonal block, after it (zeros).
+    outside = (c2 < n0) | (c2 >= n0 + BC)
+    tl.store(aqk_ptr + rows * BT + c2, tl.where(c2 < n0, off_qk, 0.0).to(aqk_ptr.dtype.element_ty), mask=outside)
+    tl.store(aqk_ptr + rows * BT + n0 + cs, tl.where(cs <= rs, d_qk, 0.0).to(aqk_ptr.dtype.element_ty))
+    p = -tl.dot(d_inv, off_kk * b_s, input_precision=PRECISION)  # [BC, BT], zero from n0 on
+    tl.store(solve_ptr + rows * BT + c2, tl.where(c2 < n0, p, 0.0), mask=outside)
+    tl.store(solve_ptr + rows * BT + n0 + cs, d_inv)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _wy_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, minv_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
     cu_ptr, chunk_seq_ptr, chunk_local_ptr,
     scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BC: tl.constexpr, BLOCK_SOLVE: tl.constexpr,
 ):
-    """The split preparation's second kernel, one program per (chunk, head, channel tile of BK):
-    W, U and the decayed q and k the scan reads, from ``_intra_kernel``'s M."""
+    """The split and subchunk preparations' second kernel, one program per (chunk, head, channel
+    tile of BK): W, U and the decayed q and k the scan reads, from ``_intra_kernel``'s M or, with
+    BLOCK_SOLVE, from ``_subchunk_kernel``'s block solve [P | D^-1] (``_apply_inverse``)."""
     i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
     chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
@@ -277,7 +371,7 @@ def _wy_kernel(
     _store_scan_inputs(
         m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
         (bos * H + i_h) * D, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, kd, kd + BK,
-        D, BK, BT, PRECISION,
+        D, BK, BT, PRECISION, BC, BLOCK_SOLVE,
     )
 
 
@@ -286,6 +380,7 @@ def _store_scan_inputs(
     m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
     in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, k_first, k_end,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr,
+    BC: tl.constexpr, BLOCK_SOLVE: tl.constexpr,
 ):
     """Over the channel tiles in [k_first, k_end): W = M (beta e^G k), U = M (beta v), and what
     the scan needs besides: scale e^G q, e^(G_last - G) k, e^G_last. Rows past T hold g = 0,
@@ -302,8 +397,8 @@ def _store_scan_inputs(
         G2 = tl.cumsum(g2, axis=0)
         G_last = tl.sum(tl.where(last2, G2, 0.0), axis=0)  # [BK]
         decay2 = tl.exp(G2)
-        w = tl.dot(m_inv, k2 * decay2 * b2, input_precision=PRECISION)
-        u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
+        w = _apply_inverse(m_inv, k2 * decay2 * b2, BT, BC, PRECISION, BLOCK_SOLVE)
+        u = _apply_inverse(m_inv, v2 * b2, BT, BC, PRECISION, BLOCK_SOLVE)
         out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
         d_ok = d2 < D
         tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty), mask=d_ok)
@@ -312,6 +407,26 @@ def _store_scan_inputs(
         tl.store(kg_ptr + out2, (k2 * tl.exp(G_last[None, :] - G2)).to(kg_ptr.dtype.element_ty), mask=d_ok)
         d1 = kd + tl.arange(0, BK)
         tl.store(decay_ptr + (i_h * NT + i_c) * D + d1, tl.exp(G_last), mask=d1 < D)
+
+
+@triton.jit
+def _apply_inverse(m, x, BT: tl.constexpr, BC: tl.constexpr, PRECISION: tl.constexpr, BLOCK_SOLVE: tl.constexpr):
+    """(I + beta A_kk)^-1 x for x [BT, BK]. BLOCK_SOLVE False: m [BT, BT] is the inverse. True:
+    m holds the block solve [P | D^-1] by sub-chunks of BC rows (``_subchunk_kernel``): with
+    y = D^-1 x, the solution is the fixed point of X = y + P X. P is strictly lower by blocks,
+    so BT / BC - 1 steps from X = y are exact (step s makes block s right): block forward
+    substitution as [BT, BT] @ [BT, BK] products, the tensor cores' shape."""
+    if BLOCK_SOLVE:
+        rb = tl.arange(0, BT)[:, None] // BC
+        cb = tl.arange(0, BT)[None, :] // BC
+        y = tl.dot(tl.where(rb == cb, m, 0.0), x, input_precision=PRECISION)
+        p = tl.where(cb < rb, m, 0.0)
+        out = y
+        for _ in tl.static_range(BT // BC - 1):
+            out = y + tl.dot(p, out, input_precision=PRECISION)
+        return out
+    else:
+        return tl.dot(m, x, input_precision=PRECISION)
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
@@ -399,7 +514,7 @@ def _prepare_flat_chunk(
         m_inv = _unit_lower_inverse(tl.where(c2 < r2, a_kk * b2, 0.0), r2, c2, LOG2_BT, PRECISION)
         _store_scan_inputs(
             m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-            in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION,
+            in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION, BC, False,
         )
     return exceeded
 
@@ -596,18 +711,26 @@ def _prepare(q, k, v, g, beta, scale, layout):
         _prepare_flat_kernel[grid](*args, **passes)
         _prepare_exact_kernel[grid](*args, **passes)
         return intermediates
-    # "split": A_qk and M to memory, then W, U, qg, kg per channel tile.
+    # "split": A_qk and M to memory, then W, U, qg, kg per channel tile. "subchunk": A_qk and
+    # the block solve [P | D^-1] per sub-chunk (NC times the programs), then the same per tile.
     m_inv = torch.empty(*rows, chunk, dtype=torch.float32, device=q.device)
     tables = (layout.cu, layout.chunk_seq, layout.chunk_local, scale, seq, layout.chunks, layout.per_sequence, heads)
-    _intra_kernel[grid](
-        q, k, g, beta, m_inv, a_qk, *tables, **shape_args, LOG2_BT=log2_chunk, PRECISION=precision,
-        IS_VARLEN=layout.varlen, **launch_args
-    )
+    block_solve = CONFIG["prep_variant"] == "subchunk"
+    if block_solve:
+        _subchunk_kernel[(layout.chunks, heads, chunk // SUB_CHUNK)](
+            q, k, g, beta, m_inv, a_qk, *tables, **shape_args, PRECISION=precision, IS_VARLEN=layout.varlen,
+            **launch_args
+        )
+    else:
+        _intra_kernel[grid](
+            q, k, g, beta, m_inv, a_qk, *tables, **shape_args, LOG2_BT=log2_chunk, PRECISION=precision,
+            IS_VARLEN=layout.varlen, **launch_args
+        )
     wy_block_k = min(CONFIG["wy_block_k"], _padded_dim(dim))
     _wy_kernel[(layout.chunks, heads, triton.cdiv(dim, wy_block_k))](
         q, k, v, g, beta, m_inv, w, u, qg, kg, decay, *tables,
         D=dim, BK=wy_block_k, BT=chunk, PRECISION=precision, IS_VARLEN=layout.varlen,
-        num_warps=CONFIG["wy_num_warps"], num_stages=1,
+        BC=SUB_CHUNK, BLOCK_SOLVE=block_solve, num_warps=CONFIG["wy_num_warps"], num_stages=1,
     )
     return intermediates
 

@@ -15,7 +15,7 @@ from kernels.config_source import describe_point, knob_problems, read_config, re
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 
 SPACE: dict[str, tuple[Any, ...]] = {
-    "prep_variant": ("flat", "split"),
+    "prep_variant": ("flat", "split", "subchunk"),
     "chunk": (16, 32, 64),
     "prep_block_k": (16, 32, 64, 128),
     "prep_num_warps": (2, 4, 8, 16),
@@ -33,7 +33,8 @@ SPACE: dict[str, tuple[Any, ...]] = {
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
 KNOBS: dict[str, str] = {
     "prep_variant": "how the preparation is split: 'flat' (one kernel per chunk) or 'split' (A and its inverse, "
-    "then W and U per channel tile: two kernels, each with fewer live registers)",
+    "then W and U per channel tile: two kernels, each with fewer live registers) or 'subchunk' (A and a block "
+    "solve per 16-token sub-chunk, no [chunk, chunk] tile, then W and U per channel tile by block substitution)",
     "chunk": "chunk size BT: tokens per chunk of the chunked delta rule (larger: fewer, heavier chunks)",
     "prep_block_k": "BK: channels per tile of the preparation kernel",
     "prep_num_warps": "warps per program of the preparation kernel",

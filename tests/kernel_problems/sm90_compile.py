@@ -25,6 +25,12 @@ FLOATS = {"scale", "qk_scale_log2"}
 def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
     """Compile JITFunction ``fn`` for sm_90, its other parameters typed by name (bf16 data,
     int32 tables, fp32 partials and states, fp32 scales, int32 sizes); returns the cubin."""
+    return compile_kernel(fn, constexprs, num_warps).asm["cubin"]
+
+
+def compile_kernel(fn, constexprs: dict, num_warps: int = 4, num_stages: int = 3):
+    """``compile_for_hopper``'s compiled kernel itself (its ``metadata.shared`` is the dynamic
+    shared memory Triton asks for at launch)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -45,8 +51,8 @@ def compile_for_hopper(fn, constexprs: dict, num_warps: int = 4) -> bytes:
             signature[name] = "i32"
     source = ASTSource(fn=fn, signature=signature,
                        constexprs={(fn.arg_names.index(k),): v for k, v in constexprs.items()})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    return compiled.asm["cubin"]
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": num_warps, "num_stages": num_stages})
 
 
 def resource_usage(cubin: bytes) -> str:
@@ -79,8 +85,11 @@ def cases():
         yield f"kda prepare (flat), varlen={varlen}", chunk._prepare_flat_kernel, {**prep, "LOG2_BT": 5}, 2
         yield f"kda prepare (flat, exact pass), varlen={varlen}", chunk._prepare_exact_kernel, {**prep, "LOG2_BT": 5}, 2
         yield f"kda prepare (split, intra), varlen={varlen}", chunk._intra_kernel, {**prep, "LOG2_BT": 5}, 2
-        yield (f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel,
-               dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen), 4)
+        wy = dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen, BC=16)
+        yield f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel, {**wy, "BLOCK_SOLVE": False}, 4
+        yield (f"kda prepare (subchunk, rows), varlen={varlen}", chunk._subchunk_kernel,
+               {**prep, "BT": 64, "NC": 4, "BK": 32}, 4)
+        yield f"kda prepare (subchunk, wy), varlen={varlen}", chunk._wy_kernel, {**wy, "BT": 64, "BLOCK_SOLVE": True}, 4
         yield (f"kda scan, varlen={varlen}", chunk._scan_kernel,
                dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
     split = dict(D_LATENT=512, D_ROPE=64, BLOCK_H=64, BLOCK_N=32, INPUT_PRECISION="tf32")

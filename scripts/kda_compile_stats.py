@@ -1,0 +1,139 @@
+"""sm_90 compile statistics of our KDA kernels, without a GPU: registers, spills (ptxas stack),
+shared memory, the CTAs one SM can hold from those, and the programs each kernel launches at the
+bench shapes and the small-B·H shapes. Compiled with Triton's own compiler and ptxas for Hopper
+(``tests/kernel_problems/sm90_compile.py``); nothing here is a timing.
+
+    python scripts/kda_compile_stats.py            # without TRITON_INTERPRET; about 5 minutes on 2 cores
+    python scripts/kda_compile_stats.py --quick    # the default and the subchunk points only
+
+Occupancy is the CUDA occupancy calculator's arithmetic for sm_90 (65,536 registers and
+228 KB of shared memory per SM, registers allocated per warp in units of 256, 1 KB of shared
+memory reserved per CTA, at most 32 CTAs and 64 warps per SM); 132 SMs (H100 SXM and H200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "kernel_problems")]
+
+SMS = 132
+SHAPES = ((1, 8192, 16, 128), (1, 32768, 32, 128), (8, 4096, 32, 128), (4, 8192, 32, 128),
+          (1, 8192, 64, 128), (1, 8192, 8, 128), (1, 32768, 4, 128), (1, 4096, 4, 128))
+
+
+def ctas_per_sm(registers: int, warps: int, shared: int) -> int:
+    """Resident CTAs per SM for a kernel of ``registers`` per thread, ``warps`` per CTA and
+    ``shared`` bytes of shared memory per CTA (static plus dynamic)."""
+    per_warp = math.ceil(max(registers, 1) * 32 / 256) * 256
+    by_registers = 65536 // (per_warp * warps)
+    by_shared = (228 * 1024) // (shared + 1024)
+    return max(0, min(32, 64 // warps, by_registers, by_shared))
+
+
+def preparation_cases(point: dict, varlen: bool = False):
+    """(label, kernel, constexprs, warps, stages, grid per (chunks, heads)) of the preparation at
+    ``point`` (chunk.CONFIG's keys), D = 128."""
+    from kernels.kda import chunk
+
+    bt, bk, warps = point["chunk"], point["prep_block_k"], point["prep_num_warps"]
+    nc = bt // chunk.SUB_CHUNK
+    prep = dict(D=128, BK=bk, BT=bt, BC=chunk.SUB_CHUNK, NC=nc, PRECISION=point["prep_precision"],
+                IS_VARLEN=varlen)
+    log2 = dict(LOG2_BT=bt.bit_length() - 1)
+    stages = point["prep_num_stages"]
+    wy = dict(D=128, BK=point["wy_block_k"], BT=bt, PRECISION=point["prep_precision"], IS_VARLEN=varlen,
+              BC=chunk.SUB_CHUNK)
+    wy_tiles = 128 // point["wy_block_k"]
+    if point["prep_variant"] == "flat":
+        yield "flat", chunk._prepare_flat_kernel, {**prep, **log2}, warps, stages, 1
+        yield "flat exact pass", chunk._prepare_exact_kernel, {**prep, **log2}, warps, stages, 1
+        return
+    if point["prep_variant"] == "split":
+        yield "split intra", chunk._intra_kernel, {**prep, **log2}, warps, stages, 1
+        yield "split wy", chunk._wy_kernel, {**wy, "BLOCK_SOLVE": False}, point["wy_num_warps"], 1, wy_tiles
+        return
+    yield "subchunk rows", chunk._subchunk_kernel, prep, warps, stages, nc
+    yield "subchunk wy", chunk._wy_kernel, {**wy, "BLOCK_SOLVE": True}, point["wy_num_warps"], 1, wy_tiles
+
+
+def points(quick: bool) -> dict[str, dict]:
+    from kernels.kda import space
+
+    d = dict(space.DEFAULT)
+    sub = {**d, "prep_variant": "subchunk", "chunk": 64, "prep_block_k": 32, "prep_num_warps": 4,
+           "wy_block_k": 64, "wy_num_warps": 4}
+    found = {"default (flat c32)": d, "subchunk c64 bk32 w4": sub}
+    if quick:
+        return found
+    found.update({
+        "split c64 bk16 w4 (sweep)": {**d, "prep_variant": "split", "chunk": 64, "prep_num_warps": 4,
+                                      "wy_block_k": 64, "wy_num_warps": 8},
+        "subchunk c64 bk64 w4": {**sub, "prep_block_k": 64},
+        "subchunk c64 bk32 w2": {**sub, "prep_num_warps": 2},
+        "subchunk c32 bk32 w2": {**sub, "chunk": 32, "prep_num_warps": 2},
+        "subchunk c64 wy bk32 w4": {**sub, "wy_block_k": 32},
+    })
+    return found
+
+
+def stats(fn, constexprs, warps, stages) -> dict:
+    from sm90_compile import compile_kernel, resource_usage
+
+    compiled = compile_kernel(fn, constexprs, warps, stages)
+    fields = dict(part.split(":") for part in resource_usage(compiled.asm["cubin"]).split())
+    regs, stack, static = int(fields["REG"]), int(fields["STACK"]), int(fields["SHARED"])
+    shared = static + compiled.metadata.shared
+    return {"regs": regs, "stack": stack, "shared": shared, "ctas": ctas_per_sm(regs, warps, shared)}
+
+
+def programs_line(per_chunk_head: int, chunk: int, ctas: int) -> str:
+    """Programs and waves (programs / (SMs x resident CTAs)) at each shape."""
+    cells = []
+    for b, t, h, _ in SHAPES:
+        programs = b * math.ceil(t / chunk) * h * per_chunk_head
+        cells.append(f"{programs / (SMS * max(ctas, 1)):.1f}")
+    return " / ".join(cells)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if os.environ.get("TRITON_INTERPRET"):
+        print("run without TRITON_INTERPRET: the interpreter's kernels do not compile", file=sys.stderr)
+        return 2
+    from kernels.kda import chunk
+
+    shapes = ", ".join("·".join(map(str, s[:3])) for s in SHAPES)
+    print(f"waves = programs / ({SMS} SMs x CTAs per SM), at B·T·H (D 128): {shapes}\n")
+    print("| point | kernel | warps | regs | spill stack B | smem B | CTAs/SM | waves |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, point in points(args.quick).items():
+        for label, fn, constexprs, warps, stages, per_chunk_head in preparation_cases(point):
+            s = stats(fn, constexprs, warps, stages)
+            waves = programs_line(per_chunk_head, point["chunk"], s["ctas"])
+            print(f"| {name} | {label} | {warps} | {s['regs']} | {s['stack']} | {s['shared']} | {s['ctas']} "
+                  f"| {waves} |", flush=True)
+    scans = [(32, 4, 3), (16, 4, 3), (64, 8, 3)] if args.quick else \
+        [(32, 4, 3), (32, 4, 2), (16, 4, 3), (16, 2, 3), (32, 8, 3), (64, 8, 3), (64, 8, 2)]
+    print("\n| scan BV | warps | stages | regs | spill stack B | smem B | CTAs/SM | programs (1·8192·8, "
+          "1·32768·4, 1·4096·4) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for bv, warps, stages in scans:
+        constexprs = dict(D=128, DP=128, BT=32, BV=bv, PRECISION="tf32", IS_VARLEN=False, HAS_H0=True,
+                          STORE_HT=True)
+        s = stats(chunk._scan_kernel, constexprs, warps, stages)
+        programs = " / ".join(str(128 // bv * h) for h in (8, 4, 4))
+        print(f"| {bv} | {warps} | {stages} | {s['regs']} | {s['stack']} | {s['shared']} | {s['ctas']} "
+              f"| {programs} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
