@@ -1,7 +1,8 @@
 """sm_90 compile statistics of our KDA kernels, without a GPU: registers, spills (ptxas stack),
-shared memory, the CTAs one SM can hold from those, and the programs each kernel launches at the
-bench shapes and the small-B·H shapes. Compiled with Triton's own compiler and ptxas for Hopper
-(``tests/kernel_problems/sm90_compile.py``); nothing here is a timing.
+shared memory, the CTAs and warps one SM can hold from those, and the programs each kernel
+launches at a bench shape, the largest bench shape and a small-B·H shape. Compiled with
+Triton's own compiler and ptxas for Hopper (``tests/kernel_problems/sm90_compile.py``);
+nothing here is a timing.
 
     python scripts/kda_compile_stats.py            # without TRITON_INTERPRET; about 5 minutes on 2 cores
     python scripts/kda_compile_stats.py --quick    # the default and the subchunk points only
@@ -23,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "kernel_problems")]
 
 SMS = 132
-SHAPES = ((1, 8192, 16, 128), (1, 32768, 32, 128), (8, 4096, 32, 128), (4, 8192, 32, 128),
-          (1, 8192, 64, 128), (1, 8192, 8, 128), (1, 32768, 4, 128), (1, 4096, 4, 128))
+SHAPES = ((1, 8192, 16, 128), (1, 32768, 32, 128), (1, 4096, 4, 128))
 
 
 def ctas_per_sm(registers: int, warps: int, shared: int) -> int:
@@ -66,18 +66,20 @@ def points(quick: bool) -> dict[str, dict]:
     from kernels.kda import space
 
     d = dict(space.DEFAULT)
-    sub = {**d, "prep_variant": "subchunk", "chunk": 64, "prep_block_k": 32, "prep_num_warps": 4,
-           "wy_block_k": 64, "wy_num_warps": 4}
-    found = {"default (flat c32)": d, "subchunk c64 bk32 w4": sub}
+    sub = {**d, "prep_variant": "subchunk", "chunk": 64, "prep_block_k": 16, "prep_num_warps": 4,
+           "wy_block_k": 32, "wy_num_warps": 4}
+    found = {"default (flat c32)": d, "subchunk c64 bk16 w4, wy bk32 w4": sub}
     if quick:
         return found
     found.update({
-        "split c64 bk16 w4 (sweep)": {**d, "prep_variant": "split", "chunk": 64, "prep_num_warps": 4,
-                                      "wy_block_k": 64, "wy_num_warps": 8},
-        "subchunk c64 bk64 w4": {**sub, "prep_block_k": 64},
-        "subchunk c64 bk32 w2": {**sub, "prep_num_warps": 2},
-        "subchunk c32 bk32 w2": {**sub, "chunk": 32, "prep_num_warps": 2},
-        "subchunk c64 wy bk32 w4": {**sub, "wy_block_k": 32},
+        "flat c64": {**d, "chunk": 64},
+        "split c64 bk16 w4, wy bk64 w8 (sweep)": {**d, "prep_variant": "split", "chunk": 64, "prep_num_warps": 4,
+                                                   "wy_block_k": 64, "wy_num_warps": 8},
+        "subchunk c64 bk16 w2, wy bk32 w4": {**sub, "prep_num_warps": 2},
+        "subchunk c64 bk32 w8, wy bk64 w8": {**sub, "prep_block_k": 32, "prep_num_warps": 8, "wy_block_k": 64,
+                                             "wy_num_warps": 8},
+        "subchunk c64 bk32 w4, wy bk64 w4 (spills)": {**sub, "prep_block_k": 32, "wy_block_k": 64},
+        "subchunk c32 bk16 w2, wy bk64 w4": {**sub, "chunk": 32, "prep_num_warps": 2, "wy_block_k": 64},
     })
     return found
 
@@ -92,13 +94,9 @@ def stats(fn, constexprs, warps, stages) -> dict:
     return {"regs": regs, "stack": stack, "shared": shared, "ctas": ctas_per_sm(regs, warps, shared)}
 
 
-def programs_line(per_chunk_head: int, chunk: int, ctas: int) -> str:
-    """Programs and waves (programs / (SMs x resident CTAs)) at each shape."""
-    cells = []
-    for b, t, h, _ in SHAPES:
-        programs = b * math.ceil(t / chunk) * h * per_chunk_head
-        cells.append(f"{programs / (SMS * max(ctas, 1)):.1f}")
-    return " / ".join(cells)
+def programs_line(per_chunk_head: int, chunk: int) -> str:
+    """Programs the kernel launches at each of SHAPES."""
+    return " / ".join(str(b * math.ceil(t / chunk) * h * per_chunk_head) for b, t, h, _ in SHAPES)
 
 
 def main() -> int:
@@ -110,20 +108,19 @@ def main() -> int:
         return 2
     from kernels.kda import chunk
 
-    shapes = ", ".join("·".join(map(str, s[:3])) for s in SHAPES)
-    print(f"waves = programs / ({SMS} SMs x CTAs per SM), at B·T·H (D 128): {shapes}\n")
-    print("| point | kernel | warps | regs | spill stack B | smem B | CTAs/SM | waves |")
-    print("|---|---|---|---|---|---|---|---|")
+    shapes = " / ".join("·".join(map(str, s[:3])) for s in SHAPES)
+    print(f"| point | kernel | warps | regs | spill stack B | smem B | CTAs/SM | warps/SM | programs at {shapes} |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, point in points(args.quick).items():
         for label, fn, constexprs, warps, stages, per_chunk_head in preparation_cases(point):
             s = stats(fn, constexprs, warps, stages)
-            waves = programs_line(per_chunk_head, point["chunk"], s["ctas"])
+            programs = programs_line(per_chunk_head, point["chunk"])
             print(f"| {name} | {label} | {warps} | {s['regs']} | {s['stack']} | {s['shared']} | {s['ctas']} "
-                  f"| {waves} |", flush=True)
+                  f"| {s['ctas'] * warps} | {programs} |", flush=True)
     scans = [(32, 4, 3), (16, 4, 3), (64, 8, 3)] if args.quick else \
         [(32, 4, 3), (32, 4, 2), (16, 4, 3), (16, 2, 3), (32, 8, 3), (64, 8, 3), (64, 8, 2)]
-    print("\n| scan BV | warps | stages | regs | spill stack B | smem B | CTAs/SM | programs (1·8192·8, "
-          "1·32768·4, 1·4096·4) |")
+    print(f"\n| scan BV | warps | stages | regs | spill stack B | smem B | CTAs/SM | programs at 1·8192·8 / "
+          f"1·32768·4 / 1·4096·4 ({SMS} SMs) |")
     print("|---|---|---|---|---|---|---|---|")
     for bv, warps, stages in scans:
         constexprs = dict(D=128, DP=128, BT=32, BV=bv, PRECISION="tf32", IS_VARLEN=False, HAS_H0=True,

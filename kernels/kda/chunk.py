@@ -78,6 +78,8 @@ LOG2_SUB_CHUNK = tl.constexpr(4)  # the halving levels of ``_exact_diagonal_bloc
 SAFE_SPAN = tl.constexpr(84.0)  # a global a jitted function reads must be a constexpr instance
 # The split preparation centres its factors: e^(+-SAFE_SPAN / 2) (``_intra_kernel``).
 ANCHOR_SHIFT = tl.constexpr(42.0)
+# Channels per tile of the subchunk preparation's exact diagonal blocks (``_subchunk_kernel``).
+EXACT_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
@@ -321,21 +323,23 @@ def _subchunk_kernel(
     # Row r's factored entries use keys up to r only, so they hold while the span up to r does
     # (g <= 0: the span grows along the rows); each row takes the exact form only past it. A
     # row's choice never depends on later tokens: causal to the last bit.
-    row_span = tl.max(span, axis=1)[:, None]  # [BC, 1]
+    row_span = tl.max(span, axis=1)  # [BC]
     if tl.max(row_span, axis=0) > SAFE_SPAN:
         e_qk = tl.zeros([BC, BC], dtype=tl.float32)
         e_kk = tl.zeros([BC, BC], dtype=tl.float32)
-        for kd in range(0, D, BK):
-            d2 = kd + tl.arange(0, BK)[None, :]
+        # Narrow channel tiles whatever BK: the halving's 3D tiles at BK = 32 made the whole
+        # kernel spill (255 registers, 72 B of stack on sm_90; 148 at BK = 16).
+        for kd in range(0, D, EXACT_BLOCK_K):
+            d2 = kd + tl.arange(0, EXACT_BLOCK_K)[None, :]
             sub_offs = in_base + (i_t * BT + n0 + rs) * H * D + d2
             sub_load = sub_valid & (d2 < D)
             e_qk, e_kk = _exact_diagonal_blocks(
                 tl.load(q_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
                 tl.load(k_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
                 tl.load(g_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
-                rs, cs, scale, e_qk, e_kk, BC, BK, LOG2_SUB_CHUNK, PRECISION)
-        d_qk = tl.where(row_span > SAFE_SPAN, e_qk, d_qk)
-        d_kk = tl.where(row_span > SAFE_SPAN, e_kk, d_kk)
+                rs, cs, scale, e_qk, e_kk, BC, EXACT_BLOCK_K, LOG2_SUB_CHUNK, PRECISION)
+        d_qk = tl.where(row_span[:, None] > SAFE_SPAN, e_qk, d_qk)
+        d_kk = tl.where(row_span[:, None] > SAFE_SPAN, e_kk, d_kk)
     b_s = tl.load(beta_ptr + bos * H + i_h + (i_t * BT + n0 + rs) * H, mask=sub_valid, other=0.0).to(tl.float32)
     d_inv = _unit_lower_inverse(tl.where(cs < rs, d_kk * b_s, 0.0), rs, cs, LOG2_SUB_CHUNK, PRECISION)
     rows = (i_h * NT + i_c) * BT + n0 + rs

@@ -96,7 +96,27 @@ def correctness(with_fla: bool = True) -> list[dict]:
     return rows
 
 
-def speed(reps: int) -> list[dict]:
+def load_variants(specs: list[str]) -> dict:
+    """``NAME=FILE.json`` each (knob values over the default point): NAME -> the rendered
+    standalone candidate's ``kernel``, timed beside ours (kernels/kda/space.py renders it)."""
+    import tempfile
+
+    from kernels.config_source import import_source
+    from kernels.kda import space
+
+    found = {}
+    folder = tempfile.mkdtemp(prefix="kda_variants_")
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if not name.isidentifier() or not path:
+            raise SystemExit(f"--variant takes NAME=FILE.json with NAME an identifier, got {spec!r}")
+        point = {**space.DEFAULT, **json.loads(Path(path).read_text())}
+        found[name] = import_source(space.render(point), f"kda_variant_{name}", folder).kernel
+        print(f"variant {name}: {space.describe(point)}", flush=True)
+    return found
+
+
+def speed(reps: int, variants: dict | None = None) -> list[dict]:
     import torch
 
     from kernels import timing
@@ -108,8 +128,9 @@ def speed(reps: int) -> list[dict]:
 
     # The judge's own baselines: fla-safe-gate and fla for kda, fla for kda-general; all of them
     # from the inputs' initial state, handing over the final state (the problems' contract).
-    bounded = {"ours": ours, **{k.replace("-", "_"): f for k, f in baselines("cuda").items()}}
-    general = {"ours": ours, **general_baselines("cuda")}
+    variants = variants or {}
+    bounded = {"ours": ours, **variants, **{k.replace("-", "_"): f for k, f in baselines("cuda").items()}}
+    general = {"ours": ours, **variants, **general_baselines("cuda")}
 
     rows = []
     flusher = timing.L2Flusher()
@@ -138,6 +159,12 @@ def speed(reps: int) -> list[dict]:
             if ratios:
                 geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
                 print(f"geomean {regime} {label} / ours: {geomean:.3f}x over {len(ratios)} shapes")
+                for name in variants:
+                    mine = [r["ratios"][label] / r["ratios"][name] for r in rows
+                            if r["regime"] == regime and label in r["ratios"]]
+                    geomean = math.exp(sum(math.log(x) for x in mine) / len(mine))
+                    print(f"geomean {regime} {label} / {name}: {geomean:.3f}x over {len(mine)} shapes "
+                          f"(per shape {', '.join(f'{x:.2f}' for x in mine)})")
     return rows
 
 
@@ -148,6 +175,9 @@ def main() -> int:
     parser.add_argument("--skip-correctness", action="store_true",
                         help="speed only (part 1 needs eight more FLA keys warm: fla_warm.py --scope parity)")
     parser.add_argument("--config", help="a JSON file of knob values that replace chunk.CONFIG's (e.g. a sweep's best)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=FILE.json",
+                        help="also time this point (knob values over the default) beside ours, e.g. "
+                             "subchunk=scripts/gpu/kda_subchunk.json; repeatable")
     parser.add_argument("--no-fla", action="store_true",
                         help="part 1 without FLA (its first call per new head count or dim compiles for about 70 s)")
     args = parser.parse_args()
@@ -161,7 +191,7 @@ def main() -> int:
         print("CONFIG", json.dumps(chunk.CONFIG), flush=True)
     # Speed first: its four FLA keys are warm sooner than part 1's eight.
     if not args.skip_speed:
-        results["speed"] = speed(args.reps)
+        results["speed"] = speed(args.reps, load_variants(args.variant))
         (out / "kda_fla_parity.json").write_text(json.dumps(results, indent=2))
     if args.skip_correctness:
         return 0
