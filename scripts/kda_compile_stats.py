@@ -129,7 +129,32 @@ def main() -> int:
         programs = " / ".join(str(128 // bv * h) for h in (8, 4, 4))
         print(f"| {bv} | {warps} | {stages} | {s['regs']} | {s['stack']} | {s['shared']} | {s['ctas']} "
               f"| {programs} |", flush=True)
+    segmented_table(chunk)
     return 0
+
+
+def segmented_table(chunk) -> None:
+    """The scan cut along the sequence at the default scan point (BV 32, 4 warps, 3 stages) with
+    ``scan_segments="auto"``: its three kernels and the programs each launches."""
+    small = ((1, 8192, 8), (1, 32768, 4), (1, 4096, 4))
+    print(f"\n| scan_segments=auto kernel | warps | regs | spill stack B | smem B | CTAs/SM | programs at "
+          f"{' / '.join('·'.join(map(str, x)) for x in small)} (segments) |")
+    print("|---|---|---|---|---|---|---|")
+    segment = dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", STORE_HT=True)
+    kernels = (("maps [A | B]", chunk._scan_segment_kernel, {**segment, "SUMMARY": True}, 4, 3, 2, -1),
+               ("outputs", chunk._scan_segment_kernel, {**segment, "SUMMARY": False}, 4, 3, 1, 0),
+               ("entering states", chunk._segment_states_kernel, dict(D=128, DP=128, BV=32, HAS_H0=True), 8, 3,
+                1, None))
+    for label, fn, constexprs, warps, stages, tiles_factor, extra in kernels:
+        s = stats(fn, constexprs, warps, stages)
+        cells = []
+        for b, t, h in small:
+            programs = 4 * b * h
+            segments = chunk.scan_segments("auto", programs, t // 32, SMS, False)
+            count = programs * tiles_factor * (segments + extra if extra is not None else 1)
+            cells.append(f"{count} ({segments})")
+        print(f"| {label} | {warps} | {s['regs']} | {s['stack']} | {s['shared']} | {s['ctas']} | "
+              f"{' / '.join(cells)} |", flush=True)
 
 
 if __name__ == "__main__":

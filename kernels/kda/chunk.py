@@ -67,6 +67,7 @@ CONFIG = {
     "scan_num_warps": 4,
     "scan_num_stages": 3,
     "scan_precision": "tf32",
+    "scan_segments": 1,
 }
 
 SUB_CHUNK = 16
@@ -593,8 +594,6 @@ def _scan_kernel(
         seq_len = T + 0 * i_n
         first = i_n * NTS
         count = (NTS + 0 * i_n).to(tl.int32)
-    dot_dtype = w_ptr.dtype.element_ty
-    rows = tl.arange(0, BT)
     dk = tl.arange(0, DP)
     dv = i_v * BV + tl.arange(0, BV)
     k_ok = dk < D
@@ -606,20 +605,38 @@ def _scan_kernel(
     if HAS_H0:
         state = tl.load(h0_ptr + state_offs, mask=state_ok, other=0.0).to(tl.float32)
     for j in range(count):
-        i_c = first + j
-        row0 = (i_h * NT + i_c) * BT
-        offs_k = (row0 + rows[:, None]) * D + dk[None, :]
-        w = tl.load(w_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        qg = tl.load(qg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        kg = tl.load(kg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :], mask=v_ok[None, :], other=0.0).to(tl.float32)
-        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
-        decay = tl.load(decay_ptr + (i_h * NT + i_c) * D + dk, mask=k_ok, other=0.0)  # [DP]
+        state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                           o_base, seq_len, dk, dv, k_ok, v_ok, NT, H, D, BT, PRECISION, True)
+    if STORE_HT:
+        tl.store(ht_ptr + state_offs, state, mask=state_ok)
 
-        state_d = state.to(dot_dtype)
-        # [BT, DP] @ [DP, BV] -> [BT, BV]
-        v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
-        v_new_d = v_new.to(dot_dtype)
+
+@triton.jit
+def _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, i_c, j, i_h, o_base, seq_len,
+               dk, dv, k_ok, v_ok, NT, H, D: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr,
+               WRITE_O: tl.constexpr):
+    """One chunk of the scan: the output rows of chunk i_c (the j-th of its sequence; WRITE_O)
+    and the state [DP, BV] after it; U's columns where v_ok is False read as 0 (with v_ok all
+    False, the chunk's map of the state alone, S -> (diag(e^G_last) - kg^T W) S)."""
+    dot_dtype = w_ptr.dtype.element_ty
+    rows = tl.arange(0, BT)
+    row0 = (i_h * NT + i_c) * BT
+    offs_k = (row0 + rows[:, None]) * D + dk[None, :]
+    # The plain scan's load order (a reordering changed its sm_90 code and spills).
+    w = tl.load(w_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    if WRITE_O:
+        qg = tl.load(qg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    kg = tl.load(kg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :], mask=v_ok[None, :], other=0.0).to(tl.float32)
+    if WRITE_O:
+        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
+    decay = tl.load(decay_ptr + (i_h * NT + i_c) * D + dk, mask=k_ok, other=0.0)  # [DP]
+
+    state_d = state.to(dot_dtype)
+    # [BT, DP] @ [DP, BV] -> [BT, BV]
+    v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
+    v_new_d = v_new.to(dot_dtype)
+    if WRITE_O:
         out = tl.dot(qg, state_d, input_precision=PRECISION)
         out = tl.dot(a_qk, v_new_d, acc=out, input_precision=PRECISION)
         t_rows = j * BT + rows
@@ -628,10 +645,87 @@ def _scan_kernel(
             out.to(o_ptr.dtype.element_ty),
             mask=(t_rows[:, None] < seq_len) & v_ok[None, :],
         )
-        # [DP, BT] @ [BT, BV] -> [DP, BV]
-        state = state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
-    if STORE_HT:
-        tl.store(ht_ptr + state_offs, state, mask=state_ok)
+    # [DP, BT] @ [BT, BV] -> [DP, BV]
+    return state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H", "SEG"])
+def _scan_segment_kernel(
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, states_ptr, ht_ptr,
+    T, NT, NTS, H, SEG, NSEG,
+    D: tl.constexpr, DP: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    PRECISION: tl.constexpr, SUMMARY: tl.constexpr, STORE_HT: tl.constexpr,
+):
+    """The scan split along the sequence (equal lengths only): segment s holds chunks
+    [s SEG, (s + 1) SEG) of each sequence; one program per (value tile, sequence x head, segment).
+    The state after a segment is affine in the state before it, S_end = A S_start + B.
+
+    SUMMARY: segments 0 .. NSEG - 2 write [A | B] to states_ptr [NSEG - 1, N H, DP, 2 DP] fp32;
+    programs i_v < DP / BV make A's columns (from the identity, U read as 0), the others B's
+    (from zero, with U). Otherwise: segment s's outputs from its entering state, states_ptr
+    [NSEG, N H, D, D] fp32 (``_segment_states_kernel``); the last segment stores the final state."""
+    i_v = tl.program_id(0)
+    i_nh = tl.program_id(1).to(tl.int64)
+    seg = tl.program_id(2)
+    n_nh = tl.num_programs(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    bos = i_n * T
+    first = i_n * NTS
+    j_end = tl.minimum((seg + 1) * SEG, NTS)
+    dk = tl.arange(0, DP)
+    k_ok = dk < D
+    o_base = (bos * H + i_h) * D
+    if SUMMARY:
+        NV: tl.constexpr = DP // BV
+        dv = (i_v % NV) * BV + tl.arange(0, BV)
+        column_ok = dv < D
+        of_b = i_v + 0 * tl.arange(0, BV) >= NV  # [BV], all equal: this program makes B's columns
+        state = tl.where((dk[:, None] == dv[None, :]) & (column_ok & ~of_b)[None, :], 1.0, 0.0)
+        u_ok = column_ok & of_b
+        for j in range(seg * SEG, j_end):
+            state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                               o_base, T, dk, dv, k_ok, u_ok, NT, H, D, BT, PRECISION, False)
+        summary = ((seg * n_nh + i_nh) * DP + dk[:, None]) * (2 * DP) + i_v * BV + tl.arange(0, BV)[None, :]
+        tl.store(states_ptr + summary, state)
+    else:
+        dv = i_v * BV + tl.arange(0, BV)
+        v_ok = dv < D
+        state_ok = k_ok[:, None] & v_ok[None, :]
+        state = tl.load(states_ptr + ((seg * n_nh + i_nh) * D + dk[:, None]) * D + dv[None, :], mask=state_ok,
+                        other=0.0)
+        for j in range(seg * SEG, j_end):
+            state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                               o_base, T, dk, dv, k_ok, v_ok, NT, H, D, BT, PRECISION, True)
+        if STORE_HT:
+            if seg == NSEG - 1:
+                tl.store(ht_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
+
+
+@triton.jit
+def _segment_states_kernel(
+    summary_ptr, h0_ptr, states_ptr, NSEG,
+    D: tl.constexpr, DP: tl.constexpr, BV: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """The state entering each segment, one program per (value tile, sequence x head):
+    S_0 = h0 (or 0), S_(s+1) = A_s S_s + B_s, to states_ptr [NSEG, N H, D, D] fp32. fp32
+    products (tf32x3): these compose whole segments, so their rounding is not averaged away."""
+    i_v = tl.program_id(0)
+    i_nh = tl.program_id(1).to(tl.int64)
+    n_nh = tl.num_programs(1)
+    dk = tl.arange(0, DP)
+    dv = i_v * BV + tl.arange(0, BV)
+    state_ok = (dk < D)[:, None] & (dv < D)[None, :]
+    state = tl.zeros([DP, BV], dtype=tl.float32)
+    if HAS_H0:
+        state = tl.load(h0_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], mask=state_ok, other=0.0)
+    tl.store(states_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
+    for s in range(NSEG - 1):
+        rows = ((s * n_nh + i_nh) * DP + dk[:, None]) * (2 * DP)
+        a = tl.load(summary_ptr + rows + dk[None, :])  # [DP, DP]
+        b = tl.load(summary_ptr + rows + DP + dv[None, :])  # [DP, BV]
+        state = tl.dot(a, state, input_precision="tf32x3") + b
+        tl.store(states_ptr + (((s + 1) * n_nh + i_nh) * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
 
 
 MAX_HEAD_DIM = 256
@@ -739,6 +833,27 @@ def _prepare(q, k, v, g, beta, scale, layout):
     return intermediates
 
 
+# "auto" splits the scan only where its summaries fit beside each other: 2 (value tile x
+# sequence x head) programs per segment and SM (2 scan CTAs fit an sm_90 SM at the default
+# point), at least 4 segments (below that, the summaries' 2x work eats the gain) and at least
+# this many chunks per segment.
+MIN_SEGMENT_CHUNKS = 16
+
+
+def scan_segments(setting, programs: int, per_sequence: int, sms: int, varlen: bool) -> int:
+    """How many segments the scan of each sequence is cut into: ``setting`` (1: none, a count, or
+    "auto"), ``programs`` = value tiles x sequences x heads of the plain scan, ``per_sequence``
+    chunks per sequence, ``sms`` streaming multiprocessors. Packed sequences take the plain scan."""
+    if varlen or setting == 1 or per_sequence < 2:
+        return 1
+    if setting == "auto":
+        count = 1
+        while 2 * programs * (2 * count - 1) <= 2 * sms and per_sequence >= 2 * count * MIN_SEGMENT_CHUNKS:
+            count *= 2
+        return count if count >= 4 else 1
+    return min(int(setting), per_sequence)
+
+
 def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
     """Launch the state scan over the intermediates; returns o (shaped and typed like q) and the
     final state [N, H, D, D] fp32, or None."""
@@ -751,6 +866,12 @@ def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
         if output_final_state else None
     if layout.sequences == 0 or heads == 0:
         return out, final
+    tiles = triton.cdiv(dim, block_v)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda" else 132
+    segments = scan_segments(CONFIG["scan_segments"], tiles * layout.sequences * heads, layout.per_sequence, sms,
+                             layout.varlen)
+    if segments > 1:
+        return _scan_in_segments(q, intermediates, layout, initial_state, out, final, segments, block_v)
     _scan_kernel[(triton.cdiv(dim, block_v), layout.sequences * heads)](
         w, u, qg, kg, a_qk, decay, out,
         initial_state if initial_state is not None else decay, final if final is not None else decay,
@@ -761,6 +882,34 @@ def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
         HAS_H0=initial_state is not None, STORE_HT=final is not None,
         num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"],
     )
+    return out, final
+
+
+def _scan_in_segments(q, intermediates, layout, initial_state, out, final, segments, block_v):
+    """The scan cut along the sequence (``_scan_segment_kernel``): the segments' maps [A | B] in
+    parallel, the states entering each segment (a short sequential pass), then every segment's
+    outputs in parallel. Three launches; (segments - 1) / segments x 2 of the scan's work more,
+    spread over ``segments`` times the programs."""
+    _, seq, heads, dim = q.shape
+    padded = _padded_dim(dim)
+    seg_chunks = triton.cdiv(layout.per_sequence, segments)
+    segments = triton.cdiv(layout.per_sequence, seg_chunks)
+    pairs = layout.sequences * heads
+    tiles = triton.cdiv(padded, block_v)
+    summary = torch.empty(segments - 1, pairs, padded, 2 * padded, dtype=torch.float32, device=q.device)
+    states = torch.empty(segments, pairs, dim, dim, dtype=torch.float32, device=q.device)
+    sizes = (seq, layout.chunks, layout.per_sequence, heads, seg_chunks, segments)
+    shape_args = dict(D=dim, DP=padded, BT=CONFIG["chunk"], BV=block_v, PRECISION=CONFIG["scan_precision"])
+    launch = dict(num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"])
+    if segments > 1:
+        _scan_segment_kernel[(2 * tiles, pairs, segments - 1)](
+            *intermediates, out, summary, states, *sizes, **shape_args, SUMMARY=True, STORE_HT=False, **launch)
+    _segment_states_kernel[(tiles, pairs)](
+        summary, initial_state if initial_state is not None else states, states, segments,
+        D=dim, DP=padded, BV=block_v, HAS_H0=initial_state is not None, num_warps=8)
+    _scan_segment_kernel[(tiles, pairs, segments)](
+        *intermediates, out, states, final if final is not None else states, *sizes, **shape_args,
+        SUMMARY=False, STORE_HT=final is not None, **launch)
     return out, final
 
 

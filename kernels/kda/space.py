@@ -28,6 +28,7 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "scan_num_warps": (2, 4, 8),
     "scan_num_stages": (1, 2, 3),
     "scan_precision": ("tf32", "tf32x3"),
+    "scan_segments": (1, 2, 4, 8, 16, "auto"),
 }
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
@@ -47,6 +48,8 @@ KNOBS: dict[str, str] = {
     "scan_num_warps": "warps per program of the state scan",
     "scan_num_stages": "software pipelining stages of the state scan",
     "scan_precision": "tensor-core precision of the scan's fp32 dot products",
+    "scan_segments": "segments each sequence's scan is cut into (1: none; 'auto': from the shape, where B x H "
+    "leaves SMs idle): the segments' state maps in parallel, then every segment's outputs in parallel",
 }
 
 # Hopper: 227 KB of shared memory per block and 255 registers per thread. Sizes assume the
