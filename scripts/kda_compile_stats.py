@@ -141,7 +141,7 @@ def segmented_table(chunk) -> None:
           f"{' / '.join('·'.join(map(str, x)) for x in small)} (segments) |")
     print("|---|---|---|---|---|---|---|")
     segment = dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", STORE_HT=True)
-    kernels = (("maps [A | B]", chunk._scan_segment_kernel, {**segment, "SUMMARY": True}, 4, 3, 2, -1),
+    kernels = (("maps A, B", chunk._scan_segment_kernel, {**segment, "SUMMARY": True}, 4, 3, 2, -1),
                ("outputs", chunk._scan_segment_kernel, {**segment, "SUMMARY": False}, 4, 3, 1, 0),
                ("entering states", chunk._segment_states_kernel, dict(D=128, DP=128, BV=32, HAS_H0=True), 8, 3,
                 1, None))

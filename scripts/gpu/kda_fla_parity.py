@@ -39,6 +39,8 @@ CASES = [
     (1, 4096, 8, 128, "strong_decay", "bfloat16", False),
 ]
 PACKED_LENGTHS = [1, 63, 500, 1000, 64, 300]
+# Few sequences x heads: where the plain scan leaves SMs idle (``--shapes small``).
+SMALL_SHAPES = ((1, 8192, 8, 128), (1, 32768, 4, 128), (1, 4096, 4, 128))
 
 
 def cu_seqlens(lengths, device="cuda"):
@@ -116,7 +118,7 @@ def load_variants(specs: list[str]) -> dict:
     return found
 
 
-def speed(reps: int, variants: dict | None = None) -> list[dict]:
+def speed(reps: int, variants: dict | None = None, shapes: str = "bench") -> list[dict]:
     import torch
 
     from kernels import timing
@@ -140,7 +142,7 @@ def speed(reps: int, variants: dict | None = None) -> list[dict]:
         ("kimi", lambda s, seed: general_inputs(s, seed, "cuda", "bfloat16", regime="kimi"),
          general),
     ):
-        for shape in BENCH_SHAPES:
+        for shape in BENCH_SHAPES if shapes == "bench" else SMALL_SHAPES:
             sets = [make(shape, seed) for seed in (101, 102)]
             samples = timing.time_interleaved(providers, sets, reps=reps, warmup=3, flusher=flusher)
             medians = {label: sample.summary() for label, sample in samples.items()}
@@ -178,6 +180,8 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=FILE.json",
                         help="also time this point (knob values over the default) beside ours, e.g. "
                              "subchunk=scripts/gpu/kda_subchunk.json; repeatable")
+    parser.add_argument("--shapes", choices=("bench", "small"), default="bench",
+                        help="part 2's shapes: the kda problem's bench shapes, or SMALL_SHAPES (B x H small)")
     parser.add_argument("--no-fla", action="store_true",
                         help="part 1 without FLA (its first call per new head count or dim compiles for about 70 s)")
     args = parser.parse_args()
@@ -191,7 +195,7 @@ def main() -> int:
         print("CONFIG", json.dumps(chunk.CONFIG), flush=True)
     # Speed first: its four FLA keys are warm sooner than part 1's eight.
     if not args.skip_speed:
-        results["speed"] = speed(args.reps, load_variants(args.variant))
+        results["speed"] = speed(args.reps, load_variants(args.variant), args.shapes)
         (out / "kda_fla_parity.json").write_text(json.dumps(results, indent=2))
     if args.skip_correctness:
         return 0
