@@ -4,7 +4,7 @@ launches at a bench shape, the largest bench shape and a small-B·H shape. Compi
 Triton's own compiler and ptxas for Hopper (``tests/kernel_problems/sm90_compile.py``);
 nothing here is a timing.
 
-    python scripts/kda_compile_stats.py            # without TRITON_INTERPRET; about 5 minutes on 2 cores
+    python scripts/kda_compile_stats.py            # without TRITON_INTERPRET; a few minutes on 2 cores
     python scripts/kda_compile_stats.py --quick    # the default and the subchunk points only
 
 Occupancy is the CUDA occupancy calculator's arithmetic for sm_90 (65,536 registers and
