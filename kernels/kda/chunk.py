@@ -26,6 +26,10 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
 2. ``_scan_kernel``, one program per (value tile, batch x head), sequential over chunks:
    the state S stays in registers in fp32 and the output is written in the same loop, so
    the per-chunk states never go to memory.
+   With ``scan_segments`` (a count, or "auto" from the shape) each equal-length sequence is cut
+   into segments: their state maps in parallel, the state entering each segment, then their
+   outputs in parallel (``_scan_in_segments``): for few sequences x heads, where one program
+   per value tile leaves most SMs idle.
 
 Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, within
 sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). For keys before the query's

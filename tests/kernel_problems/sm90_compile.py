@@ -89,8 +89,9 @@ def cases():
         wy = dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen, BC=16)
         yield f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel, {**wy, "BLOCK_SOLVE": False}, 4
         yield (f"kda prepare (subchunk, rows), varlen={varlen}", chunk._subchunk_kernel,
-               {**prep, "BT": 64, "NC": 4, "BK": 32}, 4)
-        yield f"kda prepare (subchunk, wy), varlen={varlen}", chunk._wy_kernel, {**wy, "BT": 64, "BLOCK_SOLVE": True}, 4
+               {**prep, "BT": 64, "NC": 4, "BK": 16}, 4)
+        yield (f"kda prepare (subchunk, wy), varlen={varlen}", chunk._wy_kernel,
+               {**wy, "BT": 64, "BK": 32, "BLOCK_SOLVE": True}, 4)
         yield (f"kda scan, varlen={varlen}", chunk._scan_kernel,
                dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
     segment = dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", STORE_HT=True)
