@@ -653,7 +653,7 @@ def _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, i
     return state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "NTS", "H", "SEG"])
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H", "SEG", "NSEG"])
 def _scan_segment_kernel(
     w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, states_ptr, ht_ptr,
     T, NT, NTS, H, SEG, NSEG,
@@ -706,7 +706,7 @@ def _scan_segment_kernel(
                 tl.store(ht_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["NSEG"])
 def _segment_states_kernel(
     summary_ptr, h0_ptr, states_ptr, NSEG,
     D: tl.constexpr, DP: tl.constexpr, BV: tl.constexpr, HAS_H0: tl.constexpr,
