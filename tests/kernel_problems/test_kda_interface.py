@@ -139,12 +139,14 @@ def test_bad_interface_inputs_say_what_is_wrong():
 
 
 @pytest.mark.parametrize("prep_variant", ["split", "subchunk"])
-@pytest.mark.parametrize("gate", [-5.0, -5.2, -5.6])
+@pytest.mark.parametrize("gate", [-5.0, -5.2, -5.6, -6.0])
 def test_split_preparation_on_both_sides_of_the_safe_span(monkeypatch, gate, prep_variant):
-    # Every gate equal: a sub-chunk of 16 spans 16 x |gate| nats, 80 and 83.2 (factored, the
-    # factors at e^(+-40) and beyond; the subchunk variant's keys up to e^80) and 89.6 (past
-    # SAFE_SPAN = 84: the exact diagonal blocks). Chunk 64 puts four sub-chunks, so four anchors,
-    # in each chunk (and three steps of the subchunk variant's block solve); fp32 keeps the bar tight.
+    # Every gate equal: a sub-chunk of 16 spans 16 x |gate| nats from the split variant's anchor,
+    # 80 and 83.2 (factored, the factors at e^(+-40) and beyond) and 89.6 and 96 (past
+    # SAFE_SPAN = 84: the exact diagonal blocks). The subchunk variant's anchor is the sub-chunk's
+    # first token: its last row spans 15 x |gate|, 84.0 (factored, keys up to e^84) and 90 (row
+    # 15 exact, the others factored). Chunk 64 puts four sub-chunks, so four anchors, in each
+    # chunk (and three steps of the subchunk variant's block solve); fp32 keeps the bar tight.
     monkeypatch.setitem(chunk.CONFIG, "prep_variant", prep_variant)
     monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
     inputs = fla_style_inputs(1, 80, 2, 32, "masked", seed=8)
