@@ -7,7 +7,7 @@
 # The points in KDA_VARIANTS (NAME=FILE.json, knob values over the default) are checked the same
 # way and timed beside ours in the same process: unless set, the subchunk preparation at the
 # bench shapes, and with KDA_SHAPES=small (B x H small: kda_fla_parity.py's SMALL_SHAPES) also
-# the scan cut along the sequence (scan_segments=auto).
+# the scan cut along the sequence (scan_segments=auto), alone and with the subchunk preparation.
 # Usage (GPU node, repository root; fla-core installed or carried as a wheel in .whl/):
 #   bash scripts/gpu/bench_kda.sh            # options through the environment:
 #   KDA_REPS=20 KDA_CONFIG=point.json KDA_NCU=0 KDA_VARIANTS="a=a.json b=b.json" bash scripts/gpu/bench_kda.sh
@@ -22,7 +22,8 @@ timeout 200 python3 scripts/gpu/fla_warm.py --scope "$SHAPES" --parallel 4 --job
     > "$OUT/fla_warm.txt" 2>&1 &
 WARM=$!
 DEFAULT_VARIANTS="subchunk=scripts/gpu/kda_subchunk.json"
-[ "$SHAPES" = small ] && DEFAULT_VARIANTS="$DEFAULT_VARIANTS segments=scripts/gpu/kda_segments.json"
+[ "$SHAPES" = small ] && DEFAULT_VARIANTS="$DEFAULT_VARIANTS segments=scripts/gpu/kda_segments.json \
+    subchunk_segments=scripts/gpu/kda_subchunk_segments.json"
 read -r -a VARIANTS <<< "${KDA_VARIANTS-$DEFAULT_VARIANTS}"
 VARIANT_ARGS=(); CHECKS=()
 for spec in "${VARIANTS[@]}"; do
