@@ -286,8 +286,12 @@ def _subchunk_kernel(
     the sub-chunk e^(G_0 - G_i) <= e^span; rows whose span passes SAFE_SPAN take the diagonal
     block by halving (``_exact_diagonal_blocks``), decided per row. The anchor is at or before
     every query, and no row's choice looks past it: causal."""
-    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
-    n0 = tl.program_id(2) * BC  # the sub-chunk's first row in the chunk
+    # The NC programs of a chunk are neighbours in the grid (dimension 0 is the fastest): the
+    # earlier keys that sub-chunk n re-reads were just read by sub-chunks < n, from L2.
+    i_c = (tl.program_id(0) // NC).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
+    n0 = (tl.program_id(0) % NC) * BC  # the sub-chunk's first row in the chunk
     in_base = (bos * H + i_h) * D
     rs = tl.arange(0, BC)[:, None]
     cs = tl.arange(0, BC)[None, :]
@@ -369,14 +373,23 @@ def _wy_kernel(
     """The split and subchunk preparations' second kernel, one program per (chunk, head, channel
     tile of BK): W, U and the decayed q and k the scan reads, from ``_intra_kernel``'s M or, with
     BLOCK_SOLVE, from ``_subchunk_kernel``'s block solve [P | D^-1] (``_apply_inverse``)."""
-    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    if BLOCK_SOLVE:
+        # Grid (channel tiles x chunks, heads): a chunk's tiles are neighbours, so its block solve
+        # [BT, BT] fp32 is read from DRAM once and from L2 by the other tiles.
+        NK: tl.constexpr = (D + BK - 1) // BK
+        i_c = (tl.program_id(0) // NK).to(tl.int64)
+        i_h = tl.program_id(1).to(tl.int64)
+        i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
+        kd = (tl.program_id(0) % NK) * BK
+    else:
+        i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+        kd = tl.program_id(2) * BK
     chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
     rows2 = i_t * BT + r2
     valid2 = rows2 < seq_len
     m_inv = tl.load(minv_ptr + (chunk_row0 + r2) * BT + tl.arange(0, BT)[None, :])
     b2 = tl.load(beta_ptr + bos * H + i_h + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
-    kd = tl.program_id(2) * BK
     _store_scan_inputs(
         m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
         (bos * H + i_h) * D, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, kd, kd + BK,
@@ -819,7 +832,7 @@ def _prepare(q, k, v, g, beta, scale, layout):
     tables = (layout.cu, layout.chunk_seq, layout.chunk_local, scale, seq, layout.chunks, layout.per_sequence, heads)
     block_solve = CONFIG["prep_variant"] == "subchunk"
     if block_solve:
-        _subchunk_kernel[(layout.chunks, heads, chunk // SUB_CHUNK)](
+        _subchunk_kernel[(layout.chunks * (chunk // SUB_CHUNK), heads)](
             q, k, g, beta, m_inv, a_qk, *tables, **shape_args, PRECISION=precision, IS_VARLEN=layout.varlen,
             **launch_args
         )
@@ -829,7 +842,8 @@ def _prepare(q, k, v, g, beta, scale, layout):
             IS_VARLEN=layout.varlen, **launch_args
         )
     wy_block_k = min(CONFIG["wy_block_k"], _padded_dim(dim))
-    _wy_kernel[(layout.chunks, heads, triton.cdiv(dim, wy_block_k))](
+    tiles = triton.cdiv(dim, wy_block_k)
+    _wy_kernel[(layout.chunks * tiles, heads) if block_solve else (layout.chunks, heads, tiles)](
         q, k, v, g, beta, m_inv, w, u, qg, kg, decay, *tables,
         D=dim, BK=wy_block_k, BT=chunk, PRECISION=precision, IS_VARLEN=layout.varlen,
         BC=SUB_CHUNK, BLOCK_SOLVE=block_solve, num_warps=CONFIG["wy_num_warps"], num_stages=1,
