@@ -329,26 +329,8 @@ def _subchunk_kernel(
             k_b = tl.load(k_ptr + b_offs, mask=b_load, other=0.0).to(tl.float32) * tl.exp(a0 + after_i)
             off_qk = tl.dot(q_t, tl.trans(k_b), acc=off_qk, input_precision=PRECISION)
             off_kk = tl.dot(k_t, tl.trans(k_b), acc=off_kk, input_precision=PRECISION)
-    # Row r's factored entries use keys up to r only, so they hold while the span up to r does
-    # (g <= 0: the span grows along the rows); each row takes the exact form only past it. A
-    # row's choice never depends on later tokens: causal to the last bit.
-    row_span = tl.max(span, axis=1)  # [BC]
-    if tl.max(row_span, axis=0) > SAFE_SPAN:
-        e_qk = tl.zeros([BC, BC], dtype=tl.float32)
-        e_kk = tl.zeros([BC, BC], dtype=tl.float32)
-        # Narrow channel tiles whatever BK: the halving's 3D tiles at BK = 32 made the whole
-        # kernel spill (255 registers, 72 B of stack on sm_90; 148 at BK = 16).
-        for kd in range(0, D, EXACT_BLOCK_K):
-            d2 = kd + tl.arange(0, EXACT_BLOCK_K)[None, :]
-            sub_offs = in_base + (i_t * BT + n0 + rs) * H * D + d2
-            sub_load = sub_valid & (d2 < D)
-            e_qk, e_kk = _exact_diagonal_blocks(
-                tl.load(q_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
-                tl.load(k_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
-                tl.load(g_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32),
-                rs, cs, scale, e_qk, e_kk, BC, EXACT_BLOCK_K, LOG2_SUB_CHUNK, PRECISION)
-        d_qk = tl.where(row_span[:, None] > SAFE_SPAN, e_qk, d_qk)
-        d_kk = tl.where(row_span[:, None] > SAFE_SPAN, e_kk, d_kk)
+    d_qk, d_kk = _exact_rows_past_the_span(q_ptr, k_ptr, g_ptr, in_base + (i_t * BT + n0 + rs) * H * D, sub_valid,
+                                           rs, cs, scale, tl.max(span, axis=1), d_qk, d_kk, D, BC, PRECISION)
     b_s = tl.load(beta_ptr + bos * H + i_h + (i_t * BT + n0 + rs) * H, mask=sub_valid, other=0.0).to(tl.float32)
     d_inv = _unit_lower_inverse(tl.where(cs < rs, d_kk * b_s, 0.0), rs, cs, LOG2_SUB_CHUNK, PRECISION)
     rows = (i_h * NT + i_c) * BT + n0 + rs
@@ -359,6 +341,33 @@ def _subchunk_kernel(
     p = -tl.dot(d_inv, off_kk * b_s, input_precision=PRECISION)  # [BC, BT], zero from n0 on
     tl.store(solve_ptr + rows * BT + c2, tl.where(c2 < n0, p, 0.0), mask=outside)
     tl.store(solve_ptr + rows * BT + n0 + cs, d_inv)
+
+
+@triton.jit
+def _exact_rows_past_the_span(q_ptr, k_ptr, g_ptr, row_offs, row_valid, rs, cs, scale, row_span, d_qk, d_kk,
+                              D: tl.constexpr, BC: tl.constexpr, PRECISION: tl.constexpr):
+    """``_subchunk_kernel``'s diagonal blocks d_qk, d_kk [BC, BC] with the rows whose span
+    row_span [BC] passes SAFE_SPAN redone by halving (``_exact_diagonal_blocks``); row_offs
+    [BC, 1] the rows' offsets in q, k, g. Row r's factored entries use keys up to r only, so
+    they hold while the span up to r does (g <= 0: the span grows along the rows); a row's
+    choice never depends on later tokens: causal to the last bit."""
+    if tl.max(row_span, axis=0) > SAFE_SPAN:
+        e_qk = tl.zeros([BC, BC], dtype=tl.float32)
+        e_kk = tl.zeros([BC, BC], dtype=tl.float32)
+        # Narrow channel tiles whatever the kernel's BK: the halving's 3D tiles at BK = 32 made
+        # the whole kernel spill (255 registers, 72 B of stack on sm_90; 148 at BK = 16).
+        for kd in range(0, D, EXACT_BLOCK_K):
+            d2 = kd + tl.arange(0, EXACT_BLOCK_K)[None, :]
+            offs = row_offs + d2
+            load = row_valid & (d2 < D)
+            e_qk, e_kk = _exact_diagonal_blocks(
+                tl.load(q_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                tl.load(k_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                tl.load(g_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                rs, cs, scale, e_qk, e_kk, BC, EXACT_BLOCK_K, LOG2_SUB_CHUNK, PRECISION)
+        d_qk = tl.where(row_span[:, None] > SAFE_SPAN, e_qk, d_qk)
+        d_kk = tl.where(row_span[:, None] > SAFE_SPAN, e_kk, d_kk)
+    return d_qk, d_kk
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
