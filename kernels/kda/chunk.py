@@ -19,9 +19,17 @@ cumulative log-decay G (G_r = g_0 + ... + g_r, a vector over the D key channels)
    - "split": ``_intra_kernel`` per (chunk, batch x head) writes A_qk and M (fp32), then
      ``_wy_kernel`` per (chunk, batch x head, channel tile) writes W, U, qg, kg: each kernel
      holds half as much, and the second has D / BK times the programs.
+   - "subchunk": ``_subchunk_kernel`` per (chunk, batch x head, sub-chunk of 16) writes its row
+     block of A_qk and of a block solve [P | D^-1] (16 x 16 inverses only; no [BT, BT] tile),
+     then ``_wy_kernel`` solves by blocks (``_apply_inverse``): the split variant's work in
+     register-light programs, BT / 16 times as many, for a preparation that is not latency-bound.
 2. ``_scan_kernel``, one program per (value tile, batch x head), sequential over chunks:
    the state S stays in registers in fp32 and the output is written in the same loop, so
    the per-chunk states never go to memory.
+   With ``scan_segments`` (a count, or "auto" from the shape) each equal-length sequence is cut
+   into segments: their state maps in parallel, the state entering each segment, then their
+   outputs in parallel (``_scan_in_segments``): for few sequences x heads, where one program
+   per value tile leaves most SMs idle.
 
 Numerical safety. e^(G_r - G_i) is split around an anchor a at or before i, within
 sub-chunks of BC = 16 tokens: e^(G_r - G_a) e^(G_a - G_i). For keys before the query's
@@ -63,6 +71,7 @@ CONFIG = {
     "scan_num_warps": 4,
     "scan_num_stages": 3,
     "scan_precision": "tf32",
+    "scan_segments": 1,
 }
 
 SUB_CHUNK = 16
@@ -74,6 +83,8 @@ LOG2_SUB_CHUNK = tl.constexpr(4)  # the halving levels of ``_exact_diagonal_bloc
 SAFE_SPAN = tl.constexpr(84.0)  # a global a jitted function reads must be a constexpr instance
 # The split preparation centres its factors: e^(+-SAFE_SPAN / 2) (``_intra_kernel``).
 ANCHOR_SHIFT = tl.constexpr(42.0)
+# Channels per tile of the subchunk preparation's exact diagonal blocks (``_subchunk_kernel``).
+EXACT_BLOCK_K = tl.constexpr(16)
 
 
 @triton.jit
@@ -257,27 +268,141 @@ def _unit_lower_inverse(a, r2, c2, LOG2_BT: tl.constexpr, PRECISION: tl.constexp
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
+def _subchunk_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, solve_ptr, aqk_ptr,
+    cu_ptr, chunk_seq_ptr, chunk_local_ptr,
+    scale, T, NT, NTS, H,
+    D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr, NC: tl.constexpr,
+    PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+):
+    """The subchunk preparation's first kernel, one program per (chunk, head, sub-chunk n of BC
+    tokens): row block n of A_qk (to memory, final) and of the block solve the WY kernel applies,
+    [P_n | D_n^-1 | 0] in fp32: D_n = I + beta A_kk's diagonal block (its inverse by
+    ``_unit_lower_inverse`` on [BC, BC]), P_n = -D_n^-1 beta A_kk[n, :n] (the rows' keys before
+    the sub-chunk). No [BT, BT] tile: each product is [BC, BK] @ [BK, BT] or [BK, BC], NC times
+    the programs of ``_intra_kernel`` and no NC-fold redundant contraction. Everything anchors at
+    the sub-chunk's first token (a0 its own gate): queries take e^(G_r - G_0) <= 1, earlier keys
+    e^(G_0 - G_i) <= 1 (a suffix sum of gates, no difference of large cumulative sums), keys of
+    the sub-chunk e^(G_0 - G_i) <= e^span; rows whose span passes SAFE_SPAN take the diagonal
+    block by halving (``_exact_diagonal_blocks``), decided per row. The anchor is at or before
+    every query, and no row's choice looks past it: causal."""
+    # The NC programs of a chunk are neighbours in the grid (dimension 0 is the fastest): the
+    # earlier keys that sub-chunk n re-reads were just read by sub-chunks < n, from L2.
+    i_c = (tl.program_id(0) // NC).to(tl.int64)
+    i_h = tl.program_id(1).to(tl.int64)
+    i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
+    n0 = (tl.program_id(0) % NC) * BC  # the sub-chunk's first row in the chunk
+    in_base = (bos * H + i_h) * D
+    rs = tl.arange(0, BC)[:, None]
+    cs = tl.arange(0, BC)[None, :]
+    r2 = tl.arange(0, BT)[:, None]
+    c2 = tl.arange(0, BT)[None, :]
+    sub_valid = i_t * BT + n0 + rs < seq_len  # [BC, 1]
+    before = (r2 < n0) & (i_t * BT + r2 < seq_len)  # [BT, 1]: keys before the sub-chunk
+    off_qk = tl.zeros([BC, BT], dtype=tl.float32)
+    off_kk = tl.zeros([BC, BT], dtype=tl.float32)
+    d_qk = tl.zeros([BC, BC], dtype=tl.float32)
+    d_kk = tl.zeros([BC, BC], dtype=tl.float32)
+    span = tl.zeros([BC, BK], dtype=tl.float32)
+    for kd in range(0, D, BK):
+        d2 = kd + tl.arange(0, BK)[None, :]
+        sub_offs = in_base + (i_t * BT + n0 + rs) * H * D + d2
+        sub_load = sub_valid & (d2 < D)
+        g_s = tl.load(g_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32)
+        L_s = tl.cumsum(g_s, axis=0)
+        a0 = tl.sum(tl.where(rs == 0, g_s, 0.0), axis=0)[None, :]  # = L_s's first row
+        span = tl.maximum(span, a0 - L_s)
+        to_anchor = tl.exp(L_s - a0)  # <= 1
+        q_t = tl.load(q_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32) * to_anchor * scale
+        k_s = tl.load(k_ptr + sub_offs, mask=sub_load, other=0.0).to(tl.float32)
+        k_t = k_s * to_anchor
+        # Inside the sub-chunk: >= 1, at most e^span (inf past it: then not used).
+        k_hat = k_s * tl.exp(a0 - L_s)
+        d_qk = tl.dot(q_t, tl.trans(k_hat), acc=d_qk, input_precision=PRECISION)
+        d_kk = tl.dot(k_t, tl.trans(k_hat), acc=d_kk, input_precision=PRECISION)
+        if NC > 1:
+            b_offs = in_base + (i_t * BT + r2) * H * D + d2
+            b_load = before & (d2 < D)
+            g_b = tl.load(g_ptr + b_offs, mask=b_load, other=0.0).to(tl.float32)
+            # G_0 - G_i = a0 + the gates after i up to the sub-chunk (rows from n0 on load 0).
+            after_i = tl.cumsum(g_b, axis=0, reverse=True) - g_b
+            k_b = tl.load(k_ptr + b_offs, mask=b_load, other=0.0).to(tl.float32) * tl.exp(a0 + after_i)
+            off_qk = tl.dot(q_t, tl.trans(k_b), acc=off_qk, input_precision=PRECISION)
+            off_kk = tl.dot(k_t, tl.trans(k_b), acc=off_kk, input_precision=PRECISION)
+    d_qk, d_kk = _exact_rows_past_the_span(q_ptr, k_ptr, g_ptr, in_base + (i_t * BT + n0 + rs) * H * D, sub_valid,
+                                           rs, cs, scale, tl.max(span, axis=1), d_qk, d_kk, D, BC, PRECISION)
+    b_s = tl.load(beta_ptr + bos * H + i_h + (i_t * BT + n0 + rs) * H, mask=sub_valid, other=0.0).to(tl.float32)
+    d_inv = _unit_lower_inverse(tl.where(cs < rs, d_kk * b_s, 0.0), rs, cs, LOG2_SUB_CHUNK, PRECISION)
+    rows = (i_h * NT + i_c) * BT + n0 + rs
+    # Three disjoint column ranges per row block: before n0, the diagonal block, after it (zeros).
+    outside = (c2 < n0) | (c2 >= n0 + BC)
+    tl.store(aqk_ptr + rows * BT + c2, tl.where(c2 < n0, off_qk, 0.0).to(aqk_ptr.dtype.element_ty), mask=outside)
+    tl.store(aqk_ptr + rows * BT + n0 + cs, tl.where(cs <= rs, d_qk, 0.0).to(aqk_ptr.dtype.element_ty))
+    p = -tl.dot(d_inv, off_kk * b_s, input_precision=PRECISION)  # [BC, BT], zero from n0 on
+    tl.store(solve_ptr + rows * BT + c2, tl.where(c2 < n0, p, 0.0), mask=outside)
+    tl.store(solve_ptr + rows * BT + n0 + cs, d_inv)
+
+
+@triton.jit
+def _exact_rows_past_the_span(q_ptr, k_ptr, g_ptr, row_offs, row_valid, rs, cs, scale, row_span, d_qk, d_kk,
+                              D: tl.constexpr, BC: tl.constexpr, PRECISION: tl.constexpr):
+    """``_subchunk_kernel``'s diagonal blocks d_qk, d_kk [BC, BC] with the rows whose span
+    row_span [BC] passes SAFE_SPAN redone by halving (``_exact_diagonal_blocks``); row_offs
+    [BC, 1] the rows' offsets in q, k, g. Row r's factored entries use keys up to r only, so
+    they hold while the span up to r does (g <= 0: the span grows along the rows); a row's
+    choice never depends on later tokens: causal to the last bit."""
+    if tl.max(row_span, axis=0) > SAFE_SPAN:
+        e_qk = tl.zeros([BC, BC], dtype=tl.float32)
+        e_kk = tl.zeros([BC, BC], dtype=tl.float32)
+        # Narrow channel tiles whatever the kernel's BK: the halving's 3D tiles at BK = 32 made
+        # the whole kernel spill (255 registers, 72 B of stack on sm_90; 148 at BK = 16).
+        for kd in range(0, D, EXACT_BLOCK_K):
+            d2 = kd + tl.arange(0, EXACT_BLOCK_K)[None, :]
+            offs = row_offs + d2
+            load = row_valid & (d2 < D)
+            e_qk, e_kk = _exact_diagonal_blocks(
+                tl.load(q_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                tl.load(k_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                tl.load(g_ptr + offs, mask=load, other=0.0).to(tl.float32),
+                rs, cs, scale, e_qk, e_kk, BC, EXACT_BLOCK_K, LOG2_SUB_CHUNK, PRECISION)
+        d_qk = tl.where(row_span[:, None] > SAFE_SPAN, e_qk, d_qk)
+        d_kk = tl.where(row_span[:, None] > SAFE_SPAN, e_kk, d_kk)
+    return d_qk, d_kk
+
+
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
 def _wy_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, minv_ptr,
     w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
     cu_ptr, chunk_seq_ptr, chunk_local_ptr,
     scale, T, NT, NTS, H,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr, IS_VARLEN: tl.constexpr,
+    BC: tl.constexpr, BLOCK_SOLVE: tl.constexpr,
 ):
-    """The split preparation's second kernel, one program per (chunk, head, channel tile of BK):
-    W, U and the decayed q and k the scan reads, from ``_intra_kernel``'s M."""
-    i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+    """The split and subchunk preparations' second kernel, one program per (chunk, head, channel
+    tile of BK): W, U and the decayed q and k the scan reads, from ``_intra_kernel``'s M or, with
+    BLOCK_SOLVE, from ``_subchunk_kernel``'s block solve [P | D^-1] (``_apply_inverse``)."""
+    if BLOCK_SOLVE:
+        # Grid (channel tiles x chunks, heads): a chunk's tiles are neighbours, so its block solve
+        # [BT, BT] fp32 is read from DRAM once and from L2 by the other tiles.
+        NK: tl.constexpr = (D + BK - 1) // BK
+        i_c = (tl.program_id(0) // NK).to(tl.int64)
+        i_h = tl.program_id(1).to(tl.int64)
+        i_t, bos, seq_len = _chunk_position(i_c, chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, IS_VARLEN)
+        kd = (tl.program_id(0) % NK) * BK
+    else:
+        i_c, i_h, i_t, bos, seq_len = _locate_chunk(chunk_seq_ptr, chunk_local_ptr, cu_ptr, T, NTS, H, IS_VARLEN)
+        kd = tl.program_id(2) * BK
     chunk_row0 = (i_h * NT + i_c) * BT
     r2 = tl.arange(0, BT)[:, None]
     rows2 = i_t * BT + r2
     valid2 = rows2 < seq_len
     m_inv = tl.load(minv_ptr + (chunk_row0 + r2) * BT + tl.arange(0, BT)[None, :])
     b2 = tl.load(beta_ptr + bos * H + i_h + rows2 * H, mask=valid2, other=0.0).to(tl.float32)  # [BT, 1]
-    kd = tl.program_id(2) * BK
     _store_scan_inputs(
         m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
         (bos * H + i_h) * D, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, kd, kd + BK,
-        D, BK, BT, PRECISION,
+        D, BK, BT, PRECISION, BC, BLOCK_SOLVE,
     )
 
 
@@ -286,6 +411,7 @@ def _store_scan_inputs(
     m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
     in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, k_first, k_end,
     D: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr,
+    BC: tl.constexpr, BLOCK_SOLVE: tl.constexpr,
 ):
     """Over the channel tiles in [k_first, k_end): W = M (beta e^G k), U = M (beta v), and what
     the scan needs besides: scale e^G q, e^(G_last - G) k, e^G_last. Rows past T hold g = 0,
@@ -302,8 +428,8 @@ def _store_scan_inputs(
         G2 = tl.cumsum(g2, axis=0)
         G_last = tl.sum(tl.where(last2, G2, 0.0), axis=0)  # [BK]
         decay2 = tl.exp(G2)
-        w = tl.dot(m_inv, k2 * decay2 * b2, input_precision=PRECISION)
-        u = tl.dot(m_inv, v2 * b2, input_precision=PRECISION)
+        w = _apply_inverse(m_inv, k2 * decay2 * b2, BT, BC, PRECISION, BLOCK_SOLVE)
+        u = _apply_inverse(m_inv, v2 * b2, BT, BC, PRECISION, BLOCK_SOLVE)
         out2 = (chunk_row0 + tl.arange(0, BT)[:, None]) * D + d2
         d_ok = d2 < D
         tl.store(w_ptr + out2, w.to(w_ptr.dtype.element_ty), mask=d_ok)
@@ -312,6 +438,26 @@ def _store_scan_inputs(
         tl.store(kg_ptr + out2, (k2 * tl.exp(G_last[None, :] - G2)).to(kg_ptr.dtype.element_ty), mask=d_ok)
         d1 = kd + tl.arange(0, BK)
         tl.store(decay_ptr + (i_h * NT + i_c) * D + d1, tl.exp(G_last), mask=d1 < D)
+
+
+@triton.jit
+def _apply_inverse(m, x, BT: tl.constexpr, BC: tl.constexpr, PRECISION: tl.constexpr, BLOCK_SOLVE: tl.constexpr):
+    """(I + beta A_kk)^-1 x for x [BT, BK]. BLOCK_SOLVE False: m [BT, BT] is the inverse. True:
+    m holds the block solve [P | D^-1] by sub-chunks of BC rows (``_subchunk_kernel``): with
+    y = D^-1 x, the solution is the fixed point of X = y + P X. P is strictly lower by blocks,
+    so BT / BC - 1 steps from X = y are exact (step s makes block s right): block forward
+    substitution as [BT, BT] @ [BT, BK] products, the tensor cores' shape."""
+    if BLOCK_SOLVE:
+        rb = tl.arange(0, BT)[:, None] // BC
+        cb = tl.arange(0, BT)[None, :] // BC
+        y = tl.dot(tl.where(rb == cb, m, 0.0), x, input_precision=PRECISION)
+        p = tl.where(cb < rb, m, 0.0)
+        out = y
+        for _ in tl.static_range(BT // BC - 1):
+            out = y + tl.dot(p, out, input_precision=PRECISION)
+        return out
+    else:
+        return tl.dot(m, x, input_precision=PRECISION)
 
 
 @triton.jit(do_not_specialize=["T", "NT", "NTS", "H"])
@@ -399,7 +545,7 @@ def _prepare_flat_chunk(
         m_inv = _unit_lower_inverse(tl.where(c2 < r2, a_kk * b2, 0.0), r2, c2, LOG2_BT, PRECISION)
         _store_scan_inputs(
             m_inv, b2, q_ptr, k_ptr, v_ptr, g_ptr, w_ptr, u_ptr, qg_ptr, kg_ptr, decay_ptr,
-            in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION,
+            in_base, chunk_row0, rows2, valid2, scale, i_h, i_c, NT, H, 0, D, D, BK, BT, PRECISION, BC, False,
         )
     return exceeded
 
@@ -474,8 +620,6 @@ def _scan_kernel(
         seq_len = T + 0 * i_n
         first = i_n * NTS
         count = (NTS + 0 * i_n).to(tl.int32)
-    dot_dtype = w_ptr.dtype.element_ty
-    rows = tl.arange(0, BT)
     dk = tl.arange(0, DP)
     dv = i_v * BV + tl.arange(0, BV)
     k_ok = dk < D
@@ -487,20 +631,38 @@ def _scan_kernel(
     if HAS_H0:
         state = tl.load(h0_ptr + state_offs, mask=state_ok, other=0.0).to(tl.float32)
     for j in range(count):
-        i_c = first + j
-        row0 = (i_h * NT + i_c) * BT
-        offs_k = (row0 + rows[:, None]) * D + dk[None, :]
-        w = tl.load(w_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        qg = tl.load(qg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        kg = tl.load(kg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
-        u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :], mask=v_ok[None, :], other=0.0).to(tl.float32)
-        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
-        decay = tl.load(decay_ptr + (i_h * NT + i_c) * D + dk, mask=k_ok, other=0.0)  # [DP]
+        state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                           o_base, seq_len, dk, dv, k_ok, v_ok, NT, H, D, BT, PRECISION, True)
+    if STORE_HT:
+        tl.store(ht_ptr + state_offs, state, mask=state_ok)
 
-        state_d = state.to(dot_dtype)
-        # [BT, DP] @ [DP, BV] -> [BT, BV]
-        v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
-        v_new_d = v_new.to(dot_dtype)
+
+@triton.jit
+def _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, i_c, j, i_h, o_base, seq_len,
+               dk, dv, k_ok, v_ok, NT, H, D: tl.constexpr, BT: tl.constexpr, PRECISION: tl.constexpr,
+               WRITE_O: tl.constexpr):
+    """One chunk of the scan: the output rows of chunk i_c (the j-th of its sequence; WRITE_O)
+    and the state [DP, BV] after it; U's columns where v_ok is False read as 0 (with v_ok all
+    False, the chunk's map of the state alone, S -> (diag(e^G_last) - kg^T W) S)."""
+    dot_dtype = w_ptr.dtype.element_ty
+    rows = tl.arange(0, BT)
+    row0 = (i_h * NT + i_c) * BT
+    offs_k = (row0 + rows[:, None]) * D + dk[None, :]
+    # The plain scan's load order (a reordering changed its sm_90 code and spills).
+    w = tl.load(w_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    if WRITE_O:
+        qg = tl.load(qg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    kg = tl.load(kg_ptr + offs_k, mask=k_ok[None, :], other=0.0)  # [BT, DP]
+    u = tl.load(u_ptr + (row0 + rows[:, None]) * D + dv[None, :], mask=v_ok[None, :], other=0.0).to(tl.float32)
+    if WRITE_O:
+        a_qk = tl.load(aqk_ptr + (row0 + rows[:, None]) * BT + rows[None, :])  # zero above the diagonal
+    decay = tl.load(decay_ptr + (i_h * NT + i_c) * D + dk, mask=k_ok, other=0.0)  # [DP]
+
+    state_d = state.to(dot_dtype)
+    # [BT, DP] @ [DP, BV] -> [BT, BV]
+    v_new = u - tl.dot(w, state_d, input_precision=PRECISION)
+    v_new_d = v_new.to(dot_dtype)
+    if WRITE_O:
         out = tl.dot(qg, state_d, input_precision=PRECISION)
         out = tl.dot(a_qk, v_new_d, acc=out, input_precision=PRECISION)
         t_rows = j * BT + rows
@@ -509,10 +671,87 @@ def _scan_kernel(
             out.to(o_ptr.dtype.element_ty),
             mask=(t_rows[:, None] < seq_len) & v_ok[None, :],
         )
-        # [DP, BT] @ [BT, BV] -> [DP, BV]
-        state = state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
-    if STORE_HT:
-        tl.store(ht_ptr + state_offs, state, mask=state_ok)
+    # [DP, BT] @ [BT, BV] -> [DP, BV]
+    return state * decay[:, None] + tl.dot(tl.trans(kg), v_new_d, input_precision=PRECISION)
+
+
+@triton.jit(do_not_specialize=["T", "NT", "NTS", "H", "SEG", "NSEG"])
+def _scan_segment_kernel(
+    w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, states_ptr, ht_ptr,
+    T, NT, NTS, H, SEG, NSEG,
+    D: tl.constexpr, DP: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    PRECISION: tl.constexpr, SUMMARY: tl.constexpr, STORE_HT: tl.constexpr,
+):
+    """The scan split along the sequence (equal lengths only): segment s holds chunks
+    [s SEG, (s + 1) SEG) of each sequence; one program per (value tile, sequence x head, segment).
+    The state after a segment is affine in the state before it, S_end = A S_start + B.
+
+    SUMMARY: segments 0 .. NSEG - 2 write [A | B] to states_ptr [NSEG - 1, N H, DP, 2 DP] fp32;
+    programs i_v < DP / BV make A's columns (from the identity, U read as 0), the others B's
+    (from zero, with U). Otherwise: segment s's outputs from its entering state, states_ptr
+    [NSEG, N H, D, D] fp32 (``_segment_states_kernel``); the last segment stores the final state."""
+    i_v = tl.program_id(0)
+    i_nh = tl.program_id(1).to(tl.int64)
+    seg = tl.program_id(2)
+    n_nh = tl.num_programs(1)
+    i_n = i_nh // H
+    i_h = i_nh % H
+    bos = i_n * T
+    first = i_n * NTS
+    j_end = tl.minimum((seg + 1) * SEG, NTS)
+    dk = tl.arange(0, DP)
+    k_ok = dk < D
+    o_base = (bos * H + i_h) * D
+    if SUMMARY:
+        NV: tl.constexpr = DP // BV
+        dv = (i_v % NV) * BV + tl.arange(0, BV)
+        column_ok = dv < D
+        of_b = i_v + 0 * tl.arange(0, BV) >= NV  # [BV], all equal: this program makes B's columns
+        state = tl.where((dk[:, None] == dv[None, :]) & (column_ok & ~of_b)[None, :], 1.0, 0.0)
+        u_ok = column_ok & of_b
+        for j in range(seg * SEG, j_end):
+            state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                               o_base, T, dk, dv, k_ok, u_ok, NT, H, D, BT, PRECISION, False)
+        summary = ((seg * n_nh + i_nh) * DP + dk[:, None]) * (2 * DP) + i_v * BV + tl.arange(0, BV)[None, :]
+        tl.store(states_ptr + summary, state)
+    else:
+        dv = i_v * BV + tl.arange(0, BV)
+        v_ok = dv < D
+        state_ok = k_ok[:, None] & v_ok[None, :]
+        state = tl.load(states_ptr + ((seg * n_nh + i_nh) * D + dk[:, None]) * D + dv[None, :], mask=state_ok,
+                        other=0.0)
+        for j in range(seg * SEG, j_end):
+            state = _scan_step(w_ptr, u_ptr, qg_ptr, kg_ptr, aqk_ptr, decay_ptr, o_ptr, state, first + j, j, i_h,
+                               o_base, T, dk, dv, k_ok, v_ok, NT, H, D, BT, PRECISION, True)
+        if STORE_HT:
+            if seg == NSEG - 1:
+                tl.store(ht_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
+
+
+@triton.jit(do_not_specialize=["NSEG"])
+def _segment_states_kernel(
+    summary_ptr, h0_ptr, states_ptr, NSEG,
+    D: tl.constexpr, DP: tl.constexpr, BV: tl.constexpr, HAS_H0: tl.constexpr,
+):
+    """The state entering each segment, one program per (value tile, sequence x head):
+    S_0 = h0 (or 0), S_(s+1) = A_s S_s + B_s, to states_ptr [NSEG, N H, D, D] fp32. fp32
+    products (tf32x3): these compose whole segments, so their rounding is not averaged away."""
+    i_v = tl.program_id(0)
+    i_nh = tl.program_id(1).to(tl.int64)
+    n_nh = tl.num_programs(1)
+    dk = tl.arange(0, DP)
+    dv = i_v * BV + tl.arange(0, BV)
+    state_ok = (dk < D)[:, None] & (dv < D)[None, :]
+    state = tl.zeros([DP, BV], dtype=tl.float32)
+    if HAS_H0:
+        state = tl.load(h0_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], mask=state_ok, other=0.0)
+    tl.store(states_ptr + (i_nh * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
+    for s in range(NSEG - 1):
+        rows = ((s * n_nh + i_nh) * DP + dk[:, None]) * (2 * DP)
+        a = tl.load(summary_ptr + rows + dk[None, :])  # [DP, DP]
+        b = tl.load(summary_ptr + rows + DP + dv[None, :])  # [DP, BV]
+        state = tl.dot(a, state, input_precision="tf32x3") + b
+        tl.store(states_ptr + (((s + 1) * n_nh + i_nh) * D + dk[:, None]) * D + dv[None, :], state, mask=state_ok)
 
 
 MAX_HEAD_DIM = 256
@@ -596,20 +835,50 @@ def _prepare(q, k, v, g, beta, scale, layout):
         _prepare_flat_kernel[grid](*args, **passes)
         _prepare_exact_kernel[grid](*args, **passes)
         return intermediates
-    # "split": A_qk and M to memory, then W, U, qg, kg per channel tile.
+    # "split": A_qk and M to memory, then W, U, qg, kg per channel tile. "subchunk": A_qk and
+    # the block solve [P | D^-1] per sub-chunk (NC times the programs), then the same per tile.
     m_inv = torch.empty(*rows, chunk, dtype=torch.float32, device=q.device)
     tables = (layout.cu, layout.chunk_seq, layout.chunk_local, scale, seq, layout.chunks, layout.per_sequence, heads)
-    _intra_kernel[grid](
-        q, k, g, beta, m_inv, a_qk, *tables, **shape_args, LOG2_BT=log2_chunk, PRECISION=precision,
-        IS_VARLEN=layout.varlen, **launch_args
-    )
+    block_solve = CONFIG["prep_variant"] == "subchunk"
+    if block_solve:
+        _subchunk_kernel[(layout.chunks * (chunk // SUB_CHUNK), heads)](
+            q, k, g, beta, m_inv, a_qk, *tables, **shape_args, PRECISION=precision, IS_VARLEN=layout.varlen,
+            **launch_args
+        )
+    else:
+        _intra_kernel[grid](
+            q, k, g, beta, m_inv, a_qk, *tables, **shape_args, LOG2_BT=log2_chunk, PRECISION=precision,
+            IS_VARLEN=layout.varlen, **launch_args
+        )
     wy_block_k = min(CONFIG["wy_block_k"], _padded_dim(dim))
-    _wy_kernel[(layout.chunks, heads, triton.cdiv(dim, wy_block_k))](
+    tiles = triton.cdiv(dim, wy_block_k)
+    _wy_kernel[(layout.chunks * tiles, heads) if block_solve else (layout.chunks, heads, tiles)](
         q, k, v, g, beta, m_inv, w, u, qg, kg, decay, *tables,
         D=dim, BK=wy_block_k, BT=chunk, PRECISION=precision, IS_VARLEN=layout.varlen,
-        num_warps=CONFIG["wy_num_warps"], num_stages=1,
+        BC=SUB_CHUNK, BLOCK_SOLVE=block_solve, num_warps=CONFIG["wy_num_warps"], num_stages=1,
     )
     return intermediates
+
+
+# "auto" splits the scan only where its summaries fit beside each other: 2 (value tile x
+# sequence x head) programs per segment and SM (2 scan CTAs fit an sm_90 SM at the default
+# point), at least 4 segments (below that, the summaries' 2x work eats the gain) and at least
+# this many chunks per segment.
+MIN_SEGMENT_CHUNKS = 16
+
+
+def scan_segments(setting, programs: int, per_sequence: int, sms: int, varlen: bool) -> int:
+    """How many segments the scan of each sequence is cut into: ``setting`` (1: none, a count, or
+    "auto"), ``programs`` = value tiles x sequences x heads of the plain scan, ``per_sequence``
+    chunks per sequence, ``sms`` streaming multiprocessors. Packed sequences take the plain scan."""
+    if varlen or setting == 1 or per_sequence < 2:
+        return 1
+    if setting == "auto":
+        count = 1
+        while 2 * programs * (2 * count - 1) <= 2 * sms and per_sequence >= 2 * count * MIN_SEGMENT_CHUNKS:
+            count *= 2
+        return count if count >= 4 else 1
+    return min(int(setting), per_sequence)
 
 
 def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
@@ -624,6 +893,12 @@ def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
         if output_final_state else None
     if layout.sequences == 0 or heads == 0:
         return out, final
+    tiles = triton.cdiv(dim, block_v)
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda" else 132
+    segments = scan_segments(CONFIG["scan_segments"], tiles * layout.sequences * heads, layout.per_sequence, sms,
+                             layout.varlen)
+    if segments > 1:
+        return _scan_in_segments(q, intermediates, layout, initial_state, out, final, segments, block_v)
     _scan_kernel[(triton.cdiv(dim, block_v), layout.sequences * heads)](
         w, u, qg, kg, a_qk, decay, out,
         initial_state if initial_state is not None else decay, final if final is not None else decay,
@@ -634,6 +909,34 @@ def _scan(q, intermediates, layout, initial_state, output_final_state: bool):
         HAS_H0=initial_state is not None, STORE_HT=final is not None,
         num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"],
     )
+    return out, final
+
+
+def _scan_in_segments(q, intermediates, layout, initial_state, out, final, segments, block_v):
+    """The scan cut along the sequence (``_scan_segment_kernel``): the segments' maps [A | B] in
+    parallel, the states entering each segment (a short sequential pass), then every segment's
+    outputs in parallel. Three launches; (segments - 1) / segments x 2 of the scan's work more,
+    spread over ``segments`` times the programs."""
+    _, seq, heads, dim = q.shape
+    padded = _padded_dim(dim)
+    seg_chunks = triton.cdiv(layout.per_sequence, segments)
+    segments = triton.cdiv(layout.per_sequence, seg_chunks)
+    pairs = layout.sequences * heads
+    tiles = triton.cdiv(padded, block_v)
+    summary = torch.empty(segments - 1, pairs, padded, 2 * padded, dtype=torch.float32, device=q.device)
+    states = torch.empty(segments, pairs, dim, dim, dtype=torch.float32, device=q.device)
+    sizes = (seq, layout.chunks, layout.per_sequence, heads, seg_chunks, segments)
+    shape_args = dict(D=dim, DP=padded, BT=CONFIG["chunk"], BV=block_v, PRECISION=CONFIG["scan_precision"])
+    launch = dict(num_warps=CONFIG["scan_num_warps"], num_stages=CONFIG["scan_num_stages"])
+    if segments > 1:
+        _scan_segment_kernel[(2 * tiles, pairs, segments - 1)](
+            *intermediates, out, summary, states, *sizes, **shape_args, SUMMARY=True, STORE_HT=False, **launch)
+    _segment_states_kernel[(tiles, pairs)](
+        summary, initial_state if initial_state is not None else states, states, segments,
+        D=dim, DP=padded, BV=block_v, HAS_H0=initial_state is not None, num_warps=8)
+    _scan_segment_kernel[(tiles, pairs, segments)](
+        *intermediates, out, states, final if final is not None else states, *sizes, **shape_args,
+        SUMMARY=False, STORE_HT=final is not None, **launch)
     return out, final
 
 

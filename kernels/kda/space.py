@@ -15,7 +15,7 @@ from kernels.config_source import describe_point, knob_problems, read_config, re
 _CHUNK_PATH = Path(__file__).with_name("chunk.py")
 
 SPACE: dict[str, tuple[Any, ...]] = {
-    "prep_variant": ("flat", "split"),
+    "prep_variant": ("flat", "split", "subchunk"),
     "chunk": (16, 32, 64),
     "prep_block_k": (16, 32, 64, 128),
     "prep_num_warps": (2, 4, 8, 16),
@@ -28,12 +28,14 @@ SPACE: dict[str, tuple[Any, ...]] = {
     "scan_num_warps": (2, 4, 8),
     "scan_num_stages": (1, 2, 3),
     "scan_precision": ("tf32", "tf32x3"),
+    "scan_segments": (1, 2, 4, 8, 16, "auto"),
 }
 
 # One line per knob: what it changes (``GET /problems`` lists these with SPACE and DEFAULT).
 KNOBS: dict[str, str] = {
     "prep_variant": "how the preparation is split: 'flat' (one kernel per chunk) or 'split' (A and its inverse, "
-    "then W and U per channel tile: two kernels, each with fewer live registers)",
+    "then W and U per channel tile: two kernels, each with fewer live registers) or 'subchunk' (A and a block "
+    "solve per 16-token sub-chunk, no [chunk, chunk] tile, then W and U per channel tile by block substitution)",
     "chunk": "chunk size BT: tokens per chunk of the chunked delta rule (larger: fewer, heavier chunks)",
     "prep_block_k": "BK: channels per tile of the preparation kernel",
     "prep_num_warps": "warps per program of the preparation kernel",
@@ -46,6 +48,8 @@ KNOBS: dict[str, str] = {
     "scan_num_warps": "warps per program of the state scan",
     "scan_num_stages": "software pipelining stages of the state scan",
     "scan_precision": "tensor-core precision of the scan's fp32 dot products",
+    "scan_segments": "segments each sequence's scan is cut into (1: none; 'auto': from the shape, where B x H "
+    "leaves SMs idle): the segments' state maps in parallel, then every segment's outputs in parallel",
 }
 
 # Hopper: 227 KB of shared memory per block and 255 registers per thread. Sizes assume the

@@ -27,7 +27,7 @@ def jobs(scope: str = "all") -> list[tuple]:
     default path, states, packed sequences), and the kda problems' bench and verify shapes on
     FLA's safe-gate path ("safe") and its default path. A key is FLA's autotuning key: head
     count, head dim, dtype and flags, not B or T."""
-    from kda_fla_parity import CASES, PACKED_LENGTHS
+    from kda_fla_parity import CASES, PACKED_LENGTHS, SMALL_SHAPES
 
     from kernels.kda.definition import PROBLEM
     from kernels.kda.general import PROBLEM as GENERAL
@@ -43,6 +43,7 @@ def jobs(scope: str = "all") -> list[tuple]:
             add((batch, seq, heads, dim), dtype, "default", state, None)
         add((1, sum(PACKED_LENGTHS), 4, 128), "bfloat16", "default", True, tuple(PACKED_LENGTHS))
     shapes = PROBLEM.shapes["bench"] + (PROBLEM.shapes["verify"] if scope == "all" else ())
+    shapes = SMALL_SHAPES if scope == "small" else shapes
     for shape in shapes if scope != "parity" else ():
         add(shape, "bfloat16", "safe", False, None)
         add(shape, "bfloat16", "default", False, None)
@@ -83,7 +84,7 @@ def main() -> int:
     parser.add_argument("--job", type=int)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--job-timeout-s", type=float, default=300.0)
-    parser.add_argument("--scope", nargs="+", default=["all"], choices=("all", "parity", "bench"))
+    parser.add_argument("--scope", nargs="+", default=["all"], choices=("all", "parity", "bench", "small"))
     args = parser.parse_args()
     found = list({job: None for scope in args.scope for job in jobs(scope)})
     if args.job is not None:

@@ -66,7 +66,7 @@ async def test_hints_naming_no_knob_or_a_bad_value_are_422_with_the_valid_ones(a
     response = await api.http.post(f"/runs/{run_id}/hints", json={"hint": "try BT=64"})
     assert response.status_code == 422
     message = response.json()["detail"][0]["msg"]
-    assert message.startswith("'BT' is not a knob; the knobs are: prep_variant (flat, split); chunk (16, 32, 64);")
+    assert message.startswith("'BT' is not a knob; the knobs are: prep_variant (flat, split, subchunk); chunk (16, 32, 64);")
     response = await api.http.post(f"/runs/{run_id}/hints", json={"hint": "chunk=48"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["msg"] == "chunk=48 is not allowed: chunk takes one of 16, 32, 64"

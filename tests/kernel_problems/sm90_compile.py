@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 INT_POINTERS = {"cu_ptr", "chunk_seq_ptr", "chunk_local_ptr", "chunk_offsets_ptr", "BLOCK_TABLE", "CACHE_SEQLENS",
                 "SYNC", "exact_flags_ptr"}
-FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART", "minv_ptr"}
+FP32_POINTERS = {"decay_ptr", "h0_ptr", "ht_ptr", "LSE_PART", "minv_ptr", "solve_ptr", "states_ptr",
+                 "summary_ptr"}
 # The MLA kernels name their pointers in capitals; kda's capitals (T, H, NT, NTS) are sizes.
 DATA_POINTERS = {"Q", "KV", "KV_CACHE", "O_PART", "OUT"}
 FLOATS = {"scale", "qk_scale_log2"}
@@ -97,10 +98,19 @@ def cases():
         yield f"kda prepare (flat), varlen={varlen}", chunk._prepare_flat_kernel, {**prep, "LOG2_BT": 5}, 2
         yield f"kda prepare (flat, exact pass), varlen={varlen}", chunk._prepare_exact_kernel, {**prep, "LOG2_BT": 5}, 2
         yield f"kda prepare (split, intra), varlen={varlen}", chunk._intra_kernel, {**prep, "LOG2_BT": 5}, 2
-        yield (f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel,
-               dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen), 4)
+        wy = dict(D=128, BK=64, BT=32, PRECISION="tf32", IS_VARLEN=varlen, BC=16)
+        yield f"kda prepare (split, wy), varlen={varlen}", chunk._wy_kernel, {**wy, "BLOCK_SOLVE": False}, 4
+        yield (f"kda prepare (subchunk, rows), varlen={varlen}", chunk._subchunk_kernel,
+               {**prep, "BT": 64, "NC": 4, "BK": 16}, 4)
+        yield (f"kda prepare (subchunk, wy), varlen={varlen}", chunk._wy_kernel,
+               {**wy, "BT": 64, "BK": 32, "BLOCK_SOLVE": True}, 4)
         yield (f"kda scan, varlen={varlen}", chunk._scan_kernel,
                dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", IS_VARLEN=varlen, HAS_H0=True, STORE_HT=True), 4)
+    segment = dict(D=128, DP=128, BT=32, BV=32, PRECISION="tf32", STORE_HT=True)
+    yield "kda scan in segments (maps)", chunk._scan_segment_kernel, {**segment, "SUMMARY": True}, 4
+    yield "kda scan in segments (outputs)", chunk._scan_segment_kernel, {**segment, "SUMMARY": False}, 4
+    yield "kda scan in segments (entering states)", chunk._segment_states_kernel, \
+        dict(D=128, DP=128, BV=32, HAS_H0=True), 8
     split = dict(D_LATENT=512, D_ROPE=64, BLOCK_H=64, BLOCK_N=32, INPUT_PRECISION="tf32")
     combine = dict(SPLITS_P2=32, BLOCK_S=16, BLOCK_DV=128)
     plain = dict(WARP_SPECIALIZE=False, LAUNCH_DEPENDENTS=False)

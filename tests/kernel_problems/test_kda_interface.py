@@ -46,7 +46,7 @@ def fla_style_inputs(batch, seq, heads, dim, gates: str, seed: int = 0, dtype=to
             "scale": dim ** -0.5}
 
 
-@pytest.fixture(params=["flat", "split"])
+@pytest.fixture(params=["flat", "split", "subchunk"])
 def variant(request, monkeypatch):
     monkeypatch.setitem(chunk.CONFIG, "prep_variant", request.param)
     return request.param
@@ -138,12 +138,16 @@ def test_bad_interface_inputs_say_what_is_wrong():
         kda_forward(**fla_style_inputs(1, 2, 1, 300, "masked"))
 
 
-@pytest.mark.parametrize("gate", [-5.0, -5.2, -5.6])
-def test_split_preparation_on_both_sides_of_the_safe_span(monkeypatch, gate):
-    # Every gate equal: a sub-chunk of 16 spans 16 x |gate| nats, 80 and 83.2 (factored, the
-    # factors at e^(+-40) and beyond) and 89.6 (past SAFE_SPAN = 84: the exact diagonal blocks).
-    # Chunk 64 puts four sub-chunks, so four anchors, in each chunk; fp32 keeps the bar tight.
-    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "split")
+@pytest.mark.parametrize("prep_variant", ["split", "subchunk"])
+@pytest.mark.parametrize("gate", [-5.0, -5.2, -5.6, -6.0])
+def test_split_preparation_on_both_sides_of_the_safe_span(monkeypatch, gate, prep_variant):
+    # Every gate equal: a sub-chunk of 16 spans 16 x |gate| nats from the split variant's anchor,
+    # 80 and 83.2 (factored, the factors at e^(+-40) and beyond) and 89.6 and 96 (past
+    # SAFE_SPAN = 84: the exact diagonal blocks). The subchunk variant's anchor is the sub-chunk's
+    # first token: its last row spans 15 x |gate|, 84.0 (factored, keys up to e^84) and 90 (row
+    # 15 exact, the others factored). Chunk 64 puts four sub-chunks, so four anchors, in each
+    # chunk (and three steps of the subchunk variant's block solve); fp32 keeps the bar tight.
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", prep_variant)
     monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
     inputs = fla_style_inputs(1, 80, 2, 32, "masked", seed=8)
     inputs["g"] = torch.full_like(inputs["g"], gate)
@@ -154,10 +158,11 @@ def test_split_preparation_on_both_sides_of_the_safe_span(monkeypatch, gate):
     assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
 
 
-def test_split_preparation_is_causal(monkeypatch):
+@pytest.mark.parametrize("prep_variant", ["split", "subchunk"])
+def test_split_preparation_is_causal(monkeypatch, prep_variant):
     # The anchors lie at or before each query; changing the last tokens' gates, keys and values
     # leaves every earlier output bit-identical.
-    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "split")
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", prep_variant)
     monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
     inputs = fla_style_inputs(1, 64, 1, 32, "kimi", seed=9)
     out = kda_forward(**inputs)
@@ -167,3 +172,26 @@ def test_split_preparation_is_causal(monkeypatch):
     out_changed = kda_forward(**changed)
     assert torch.equal(out[:, :50], out_changed[:, :50])
     assert not torch.equal(out[:, 50:], out_changed[:, 50:])
+
+
+@pytest.mark.parametrize("gates", ["normalizer", "masked"])
+def test_subchunk_preparation_at_chunk_16(monkeypatch, gates):
+    # One sub-chunk per chunk: no earlier keys inside a chunk, the block solve is the 16 x 16
+    # inverse alone; a ragged tail, an initial state and the final state.
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "subchunk")
+    monkeypatch.setitem(chunk.CONFIG, "chunk", 16)
+    inputs = fla_style_inputs(1, 41, 2, 32, gates, seed=10)
+    h0 = torch.randn(1, 2, 32, 32, generator=torch.Generator().manual_seed(11)) * 0.1
+    out, final = kda_forward(**inputs, initial_state=h0, output_final_state=True)
+    ref, ref_final = kda_reference(**inputs, initial_state=h0, output_final_state=True)
+    assert torch.isfinite(out).all() and torch.isfinite(final).all()
+    assert rel_rms(out, ref) < FP32_BAR and rel_rms(final, ref_final) < FP32_BAR
+
+
+def test_subchunk_preparation_fp16_at_fla_bar(monkeypatch):
+    monkeypatch.setitem(chunk.CONFIG, "prep_variant", "subchunk")
+    monkeypatch.setitem(chunk.CONFIG, "chunk", 64)
+    inputs = fla_style_inputs(1, 64, 2, 64, "kimi", seed=6, dtype=torch.float16)
+    out = kda_forward(**inputs)
+    assert out.dtype == torch.float16 and torch.isfinite(out).all()
+    assert rel_rms(out, kda_reference(**inputs)) < FLA_BAR

@@ -46,7 +46,7 @@ def test_validate_names_what_is_wrong():
     heavy = dict(space.DEFAULT, chunk=64, inter_dtype="float32", scan_num_stages=3)
     assert any("shared memory" in why for why in space.validate(heavy))
     assert space.validate(dict(space.DEFAULT, prep_variant="blocks")) == [
-        "prep_variant='blocks' is not one of ['flat', 'split']"]
+        "prep_variant='blocks' is not one of ['flat', 'split', 'subchunk']"]
     crowded = dict(space.DEFAULT, scan_block_v=128, scan_num_warps=2)
     assert any("registers" in why for why in space.validate(crowded))
 
@@ -76,7 +76,8 @@ def test_rendered_source_is_standalone():
 
 @pytest.mark.parametrize(
     "point",
-    [space.DEFAULT, dict(space.DEFAULT, prep_variant="flat", chunk=64)] + random_valid_points(3, seed=2026),
+    [space.DEFAULT, dict(space.DEFAULT, prep_variant="flat", chunk=64),
+     dict(space.DEFAULT, prep_variant="subchunk", chunk=64, prep_block_k=32)] + random_valid_points(3, seed=2026),
     ids=lambda p: space.describe(p).replace(" ", "_")
 )
 def test_rendered_candidates_are_correct(point, tmp_path):
