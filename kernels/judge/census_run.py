@@ -199,6 +199,29 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
         seeds = [rng.randrange(1, 2**62) for _ in range(window.calls)]
         session.ask(sandbox, {"op": "census_blank", "bench": refs[window.bench], "seeds": seeds, "open": window.open,
                               "close": window.close}, None, "blank calls", "blanked")
+    try:
+        candidate_part(session, relay, the_plan, spec, windows, refs)
+    except Stop as stop:
+        raise CandidateStop(stop.status, stop.message) from None
+    sandbox.send({"op": "exit"})
+
+
+class CandidateStop(Stop):
+    """A census session that ended once the candidate was loaded: the harness had already made
+    its blank calls under ncu (Triton's marker kernel included), so ncu and the harness work here
+    and a process that crashes or raises now does so on the candidate's account."""
+
+
+# Ends of a census session after the load that are the candidate's verdict, not "not run": a
+# candidate that crashes only under the census would otherwise keep its own clock's figure. A
+# timeout stays "not run" (ncu profiles every launch, so an honest autotuned warm-up can be slow).
+CANDIDATE_ENDS = ("crashed", "runtime_error")
+
+
+def candidate_part(session: Session, relay: Relay, the_plan: planning.Plan, spec,
+                   windows: Sequence[census.Window], refs: dict[int, dict[str, Any]]) -> None:
+    """The census session from the candidate's load on: warm-up, one timed batch per bench shape."""
+    sandbox = session.sandbox
     session.ask(sandbox, {"op": "load"}, None, "loading (importing) the candidate", "loaded")
     for bench in the_plan.bench:  # one call per warm-up seed: compile and autotune, every launch listed
         session.ask(sandbox, {"op": "warm", "bench": refs[bench.index], "calls": 1}, None, "warming up under ncu",
@@ -211,13 +234,26 @@ def session_commands(session: Session, relay: Relay, the_plan: planning.Plan, sp
                                       "open": window.open, "close": window.close}, None, f"census calls at {label}",
                             "timed")
         relay.judge_batch(reply, bench.census_keys(), bench.shape, label)
-    sandbox.send({"op": "exit"})
+
+
+def stopped(stop: Stop) -> census.Outcome:
+    """The census's outcome when its session ended early: a verdict on the candidate's outputs
+    or policy as it stands; a crash or an exception after the load (``CandidateStop``) is the
+    candidate's; anything else (ncu or the harness failing, a timeout) is "not run"."""
+    if stop.status in ("incorrect", "forbidden", "suspicious"):
+        return census.Outcome(stop.status, f"census session: {stop.message}")
+    if isinstance(stop, CandidateStop) and stop.status in CANDIDATE_ENDS:
+        return census.Outcome(stop.status, f"census session (the harness had run under ncu before the "
+                              f"candidate was loaded): {stop.message}"[:600])
+    return census.Outcome("not run", f"the census session ended {stop.status}: {stop.message}"[:600])
 
 
 def run_job(job: Job) -> census.Outcome:
     """One census session under ncu and its verdict (``census.Outcome``). A session that fails
-    for a reason that is not the candidate's verdict (ncu missing or failing, a crash under it)
-    is "not run", with the reason: the speedup then stays unconfirmed from outside."""
+    for a reason that is not the candidate's verdict (ncu missing or failing, the harness failing
+    under it before the candidate was loaded, a timeout) is "not run", with the reason: the
+    speedup then stays unconfirmed from outside. Once the candidate is loaded, a crash or an
+    exception of its process is its verdict (``CANDIDATE_ENDS``)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     report = os.path.join(job.folder, "census.ncu-rep")
     launcher = launcher_argv(sys.executable, root, job.sandbox_argv, job.relax_tracker)
@@ -234,9 +270,7 @@ def run_job(job: Job) -> census.Outcome:
         except subprocess.TimeoutExpired:
             return census.Outcome("not run", f"ncu did not finish within {job.timeout_s:.0f} s")
     except Stop as stop:
-        if stop.status in ("incorrect", "forbidden", "suspicious"):
-            return census.Outcome(stop.status, f"census session: {stop.message}")
-        return census.Outcome("not run", f"the census session ended {stop.status}: {stop.message}"[:600])
+        return stopped(stop)
     finally:
         child.kill()
     try:

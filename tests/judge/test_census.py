@@ -391,3 +391,52 @@ def test_a_census_without_time_left_in_the_judgement_does_not_run():
 
     outcome = census_run.for_judgement({"started": time.monotonic() - 590, "timeout_s": 600}, {}, None, "ncu", [])
     assert outcome.status == "not run" and "were left of the judgement's 600 s" in outcome.message
+
+
+class ScriptedSession:
+    """A census session's caller side as ``session_commands`` drives it: every command answered
+    as the sandbox would, except ``fail_at`` (an op), which ends the session with ``Stop``."""
+
+    def __init__(self, fail_at: str, status: str):
+        self.sandbox, self.fail_at, self.status, self.asked = self, fail_at, status, []
+
+    def enter(self, *_):
+        pass
+
+    def wait(self, *_):
+        return {"kind": "started"}
+
+    def ask(self, _child, command, *_):
+        self.asked.append(command["op"])
+        if command["op"] == self.fail_at:
+            raise census_run.Stop(self.status, f"{command['op']} ended {self.status}")
+        return {}
+
+    def send(self, command):
+        self.asked.append(command["op"])
+
+
+@pytest.mark.parametrize("status", ["crashed", "runtime_error"])
+def test_a_crash_after_the_load_is_the_candidates_verdict_and_before_it_not_run(status):
+    spec, the_plan, _ = fake_gpu_judgement()
+    windows = census_run.draw_windows(the_plan.bench)
+    # Once the harness has made its blank calls under ncu, a process that dies or raises does so
+    # on the candidate's account: crashing only under the census cannot keep its own clock's figure.
+    for op in ("load", "warm"):
+        session = ScriptedSession(op, status)
+        with pytest.raises(census_run.Stop) as ended:
+            census_run.session_commands(session, None, the_plan, spec, windows)
+        assert session.asked[0] == "census_blank" and session.asked[-1] == op
+        outcome = census_run.stopped(ended.value)
+        assert outcome.status == status and "before the candidate was loaded" in outcome.message
+    # The harness failing under ncu before the load is ncu's or the harness's, never the candidate's.
+    session = ScriptedSession("census_blank", status)
+    with pytest.raises(census_run.Stop) as ended:
+        census_run.session_commands(session, None, the_plan, spec, windows)
+    assert "load" not in session.asked
+    assert census_run.stopped(ended.value).status == "not run"
+    # A timeout after the load stays "not run": ncu profiles every launch of an honest autotuner too.
+    session = ScriptedSession("warm", "timeout")
+    with pytest.raises(census_run.Stop) as ended:
+        census_run.session_commands(session, None, the_plan, spec, windows)
+    assert census_run.stopped(ended.value).status == "not run"
