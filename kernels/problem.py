@@ -237,7 +237,10 @@ class Problem:
             ``(out, *extras)``; every one is checked against the reference within the
             tolerance of the working dtype (KDA's final state).
         notes / extra: free text for people and proposers; problem-specific data (e.g.
-            ``launch_bound_shapes``: bench shapes also timed under CUDA-graph replay).
+            ``launch_bound_shapes``: bench shapes also timed under CUDA-graph replay where the
+            contract is host-inclusive; ``host_inclusive``: True when the per-call synchronized
+            time, host launch path included, is what the problem promises: otherwise every bench
+            shape is timed under CUDA-graph replay on a GPU and that GPU time decides).
     """
 
     name: str

@@ -170,6 +170,15 @@ def _seed(rng: random.Random) -> int:
     return rng.randrange(1, 2**62)
 
 
+def graph_timed(spec) -> tuple[tuple[int, ...], ...]:
+    """The bench shapes also timed under CUDA-graph replay on a GPU: every one, because graph
+    replay's GPU time decides there (``scoring.graph_decides``); for a problem whose contract is
+    host-inclusive (``extra["host_inclusive"]``), only its ``launch_bound_shapes``, beside."""
+    if spec.extra.get("host_inclusive"):
+        return tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", []))
+    return tuple(tuple(s) for s in spec.shape_set("bench"))
+
+
 def build(problem: Problem, *, cpu: bool, seeds: int, reps: int, warmup: int, rng: random.Random,
           graph_shapes: tuple[tuple[int, ...], ...] = (), held_out: bool = False, census: int = 0) -> Plan:
     """Draw a judgement's plan: shapes, seeds, regimes, cuts, batches and a seed per timed call;

@@ -263,7 +263,8 @@ class Referee:
 
         bench = self.plan.bench[bench_index]
         try:
-            replay = timing.time_graph_replay(self.baseline, self.inputs(bench, bench.seeds[0]))
+            replay = timing.time_graph_replay(self.baseline, self.inputs(bench, bench.seeds[0]),
+                                              round_ms=timing.JUDGE_ROUND_MS)
             return {"kind": "graph", "graph": replay.summary()}
         except Exception as error:
             return {"kind": "graph", "graph": {"error": f"{type(error).__name__}: {str(error)[:300]}"}}

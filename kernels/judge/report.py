@@ -105,10 +105,13 @@ class JudgeReport:
             if timing.get("candidate"):
                 parts.append(f"{timing['candidate']['median_ms']:.4f} ms vs {timing['baseline']['median_ms']:.4f} ms")
             if shape.get("speedup") is not None:
-                parts.append(f"{shape['speedup']:.3g}x vs {self.baseline}")
+                decided = " (census)" if shape.get("census") else " (graph replay)" if "host_speedup" in shape else ""
+                parts.append(f"{shape['speedup']:.3g}x vs {self.baseline}{decided}")
             graph = shape.get("graph") or {}
-            if graph.get("speedup") is not None:
-                parts.append(f"graph {graph['speedup']:.3f}x")
+            if shape.get("host_speedup") is not None:
+                parts.append(f"host-inclusive {shape['host_speedup']:.3g}x")
+            elif graph.get("speedup") is not None:
+                parts.append(f"graph {graph['speedup']:.3g}x")
             lines.append("  " + "  ".join(parts))
         device = self.fingerprint.get("gpu") or self.fingerprint.get("cpu") or self.device
         lines.append(f"device: {device}; judge {self.judge_version}; {self.duration_s:.1f} s")

@@ -201,7 +201,7 @@ def _setup(spec, problem, source, device, seeds, timing_reps, confirm, timeout_s
     """The plan, the candidate's folder and box, its config and isolated command line."""
     cpu = device == "cpu"
     default_reps = (CPU_CONFIRM_REPS if confirm else CPU_REPS) if cpu else (GPU_CONFIRM_REPS if confirm else GPU_REPS)
-    graph_shapes = tuple(tuple(s) for s in spec.extra.get("launch_bound_shapes", [])) if not cpu else ()
+    graph_shapes = () if cpu else planning.graph_timed(spec)
     # A confirmation (a would-be champion's second judgement) also checks the held-out family.
     the_plan = planning.build(spec, cpu=cpu, seeds=seeds, reps=timing_reps or default_reps,
                               warmup=CPU_WARMUP if cpu else GPU_WARMUP, rng=secrets.SystemRandom(),

@@ -75,6 +75,39 @@ def test_time_below_the_physical_floor_is_suspicious():
     assert "below half the physical floor" in report.message
 
 
+def test_on_a_gpu_graph_replay_decides_and_the_host_inclusive_ratio_stays_beside():
+    spec = get_problem("tests.judge.toy:PROBLEM")
+    floor = floor_ms(spec, (4, 1024, 64), "float32")
+    # Host-inclusive: the candidate's cheap launch path wins 2x; GPU time under graph replay: 1.25x.
+    timing = {**_timed(cand_ms=10 * floor, base_ms=20 * floor),
+              "graph": {"candidate": {"median_ms": 8 * floor}, "baseline": {"median_ms": 10 * floor}}}
+    report = _score("cuda", timing)
+    assert report.status == "ok", report.message
+    timed = next(s for s in report.shapes if "timing" in s)
+    assert report.speedup == pytest.approx(1.25) and timed["speedup"] == pytest.approx(1.25)
+    assert timed["host_speedup"] == pytest.approx(2.0) and timed["clock"] == "CUDA-graph replay (GPU time)"
+    assert report.roofline == pytest.approx(1 / 8)  # from the deciding (graph) time
+    assert "GPU time under CUDA-graph replay" in report.message
+    # Without a graph figure the per-call time decides and says so.
+    plain = next(s for s in _score("cuda", _timed(cand_ms=10 * floor, base_ms=20 * floor)).shapes if "timing" in s)
+    assert plain["speedup"] == pytest.approx(2.0) and "host launch path included" in plain["clock"]
+
+
+def test_a_host_inclusive_problem_keeps_the_per_call_time_deciding_and_graph_times_only_its_listed_shapes():
+    import dataclasses
+
+    from kernels.judge import plan as planning, scoring
+
+    spec = get_problem("tests.judge.toy:PROBLEM")
+    assert planning.graph_timed(spec) == tuple(tuple(s) for s in spec.shape_set("bench"))
+    host = dataclasses.replace(spec, extra={"host_inclusive": True, "launch_bound_shapes": [[4, 1024, 64]]})
+    assert planning.graph_timed(host) == ((4, 1024, 64),)
+    item = {"speedup": 2.0, "graph": {"candidate": {"median_ms": 8.0}, "baseline": {"median_ms": 10.0}}}
+    scoring.graph_decides(host, item)
+    assert item["speedup"] == 2.0 and "host_speedup" not in item and "contract" in item["clock"]
+    assert item["graph"]["speedup"] == pytest.approx(1.25)
+
+
 def _reply(call_ms, batch_ms):
     return {"call_ms": call_ms, "batch_ms": batch_ms}
 
