@@ -60,6 +60,8 @@ class SteadyLoop:
         self.proposal: Optional["asyncio.Task[ProposeResult]"] = None
         self.compaction: Optional["asyncio.Task[CompactResult]"] = None
         self.records: list["asyncio.Task[Any]"] = []
+        # The record of the last champion: the next champion's record waits for it (``_close``).
+        self.champion_record: Optional["asyncio.Task[Any]"] = None
         self.next_iteration = state.iteration + 1
         self.segment_end = state.iteration + inp.continue_as_new_every
         self.inherited_queued = False
@@ -338,9 +340,19 @@ class SteadyLoop:
         if opened.holds_inherited:
             state.inherited = None  # judged in this run now: from here on only this run's own best counts
         requests = messages.record_requests(wf._input.run_id, iteration, candidates, results, champion)
+        # Iterations close out of order here (a confirmation can outlast a later iteration's), so
+        # two champions' records can be in flight at once; a store that applied the earlier one
+        # last would mark a dethroned attempt the run's best. Each champion's record therefore
+        # waits for the previous champion's (older histories scheduled them at once).
+        ordered = champion is not None and workflow.patched("champion-records-in-order")
         for request in requests:
             summary = ui_text.attempt_summary(iteration, request.index, len(candidates), request.result)
-            self.records.append(asyncio.create_task(steps.record(request, summary)))
+            if ordered and request.is_best:
+                task = asyncio.create_task(_after(self.champion_record, steps.record(request, summary)))
+                self.champion_record = task
+            else:
+                task = asyncio.create_task(steps.record(request, summary))
+            self.records.append(task)
         for candidate, result in zip(candidates, results):
             state.gpu_seconds += result.gpu_seconds
             nb.add_attempt(state.notebook, iteration, candidate, result)
@@ -353,3 +365,11 @@ class SteadyLoop:
         wf._board.close(iteration)
         self._maybe_compact()
         wf._publish()
+
+
+async def _after(previous: Optional["asyncio.Task[Any]"], record: Any) -> Any:
+    """Run the ``record`` coroutine once ``previous`` (a champion's record) has ended, however it
+    ended: its own failure is raised where it is awaited (``_raise_record_failure``)."""
+    if previous is not None:
+        await workflow.wait([previous])
+    return await record
