@@ -99,13 +99,21 @@ def _softmax_step(q_lat, q_rope, lat, rope, mask_n, m_i, l_i, acc, qk_scale_log2
     # [BLOCK_H, 512] @ [512, BLOCK_N] + [BLOCK_H, 64] @ [64, BLOCK_N] -> [BLOCK_H, BLOCK_N]
     s = tl.dot(q_lat, tl.trans(lat), input_precision=INPUT_PRECISION)
     s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
+    # The same tile, now as V: [BLOCK_H, BLOCK_N] @ [BLOCK_N, 512] -> [BLOCK_H, 512]
+    return _online_update(s, lat, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION)
+
+
+@triton.jit
+def _online_update(s, value, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION: tl.constexpr):
+    """Fold one tile's raw scores s [BLOCK_H, BLOCK_N] and its values [BLOCK_N, D] into the
+    running maximum, sum and accumulator [BLOCK_H, D] (base 2); columns outside ``mask_n`` weigh
+    zero. Returns them updated."""
     s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    # [BLOCK_H, BLOCK_N] @ [BLOCK_N, 512] -> [BLOCK_H, 512]: the same tile, now as V
-    acc = tl.dot(p.to(lat.dtype), lat, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
+    acc = tl.dot(p.to(value.dtype), value, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
     return m_new, l_i, acc
 
 
@@ -370,13 +378,7 @@ def _mla_stream_kernel(
             other = tl.load(rows[:, None] + other_cols[None, :], mask=mask_n[:, None], other=0.0)
             s = tl.dot(q_other, tl.trans(other), acc=s, input_precision=INPUT_PRECISION)
         s = tl.dot(q_rope, tl.trans(rope), acc=s, input_precision=INPUT_PRECISION)
-        s = tl.where(mask_n[None, :], s * qk_scale_log2, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(own.dtype), own, acc=acc * alpha[:, None], input_precision=INPUT_PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = _online_update(s, own, mask_n, m_i, l_i, acc, qk_scale_log2, INPUT_PRECISION)
 
     filled = l_i > 0
     o = tl.where(filled[:, None], acc / tl.where(filled, l_i, 1.0)[:, None], 0.0)
