@@ -1,5 +1,6 @@
-# Source this first on the device machine (scripts/gpu/*): packages carried as wheels in .whl/,
-# the temporal CLI in .device/temporal.xz and bubblewrap in .device/bin (carry [".device", ".whl"]).
+# Source this first on a GPU node (scripts/gpu/*): on a node without network, the packages its
+# image lacks come as wheels in .whl/, the temporal CLI as .device/temporal.xz and bubblewrap in
+# .device/bin, copied into the repository checkout beforehand.
 # Carried packages go to $SCRATCH/site, named in a .pth file of the image's site-packages, so the
 # judge's `python -I` children (which ignore PYTHONPATH) import them too.
 set -u

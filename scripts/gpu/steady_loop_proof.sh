@@ -1,11 +1,11 @@
 #!/bin/bash
-# The steady loop on the H200, through the whole service: kda and mla-decode runs at once, 4
+# The steady loop on a GPU node, through the whole service: kda and mla-decode runs at once, 4
 # evaluations in flight each, ~7 minutes after the stack is up, the GPU worker killed once;
 # prints NVML GPU busy over the steady window, warm judgement wall time, evaluations per hour,
 # history bytes per 100 attempts (scripts/gpu/steady_loop_proof.py).
-# Usage (device, repo root, carry [".device", ".whl"]: the temporal CLI travels as
-# .device/temporal.xz, there is no network): bash scripts/gpu/steady_loop_proof.sh
-# Fits one 10-minute call: stack start-up (referees warm for kda and mla-decode) ~1-2 min,
+# Usage, from the repository root (without network: .whl/ and .device/temporal.xz beside it, see
+# prelude.sh): bash scripts/gpu/steady_loop_proof.sh
+# Ends within 10 minutes: stack start-up (referees warm for kda and mla-decode) ~1-2 min,
 # RUN_S (default 400 s) of runs, the stop and the teardown.
 source scripts/gpu/prelude.sh
 OUT=${OUT:-$SCRATCH/out}; mkdir -p "$OUT"
