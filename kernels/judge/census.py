@@ -26,8 +26,6 @@ What the census decides (``analyze``):
 from __future__ import annotations
 
 import ast
-import csv
-import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -107,17 +105,13 @@ def parse_launches(text: str) -> list[Launch]:
     and metric: "ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Unit", "Metric Value"),
     with their ``DURATION_METRIC``, in ID order. Lines before the header are skipped; a launch
     listed twice or a row without a time raises ``CensusError``."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
-    if start is None:
-        return []
     launches: dict[int, Launch] = {}
-    for row in csv.DictReader(io.StringIO("\n".join(line for line in lines[start:] if line.startswith('"')))):
+    for row in profiling.csv_rows(text):
         if row.get("Metric Name") != DURATION_METRIC:
             continue
         launch, name = (row.get("ID") or "").strip(), row.get("Kernel Name") or ""
         try:
-            value = float((row.get("Metric Value") or "").replace(",", "")) * profiling._scale(row.get("Metric Unit"))
+            value = float((row.get("Metric Value") or "").replace(",", "")) * profiling.scale(row.get("Metric Unit"))
             grid = tuple(int(n) for n in re.findall(r"\d+", row.get("Grid Size") or ""))
         except ValueError:
             raise CensusError(f"launch {launch} ({name}) has no readable time: {row.get('Metric Value')!r}") from None

@@ -89,7 +89,7 @@ _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 1024.0, "Mi":
 _COUNTED = ("byte", "sector")
 
 
-def _scale(unit: str) -> float:
+def scale(unit: str) -> float:
     """The factor to this module's units: time in ns, bytes and sectors bare, rates per second."""
     numerator, _, denominator = (unit or "").strip().partition("/")
     factor = 1.0
@@ -104,6 +104,17 @@ def _scale(unit: str) -> float:
     return factor
 
 
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """The rows of ``ncu --csv`` output as dicts by column name: from ncu's header line
+    (``"ID",...``) on, quoted lines only (ncu's own ``==PROF==`` lines and whatever the profiled
+    process printed are not rows); [] without a header."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if start is None:
+        return []
+    return list(csv.DictReader(io.StringIO("\n".join(line for line in lines[start:] if line.startswith('"')))))
+
+
 def parse_csv(text: str) -> dict[str, dict[str, float]]:
     """Per kernel name, the known metrics from ``ncu --csv`` output (the details page: one row per
     launch and metric, columns "ID", ..., "Kernel Name", ..., "Metric Name", "Metric Unit",
@@ -113,13 +124,8 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     adds ``launches`` and ``total_duration_ns`` (the sum over its launches). Lines before ncu's
     header, malformed rows, unknown metrics and "n/a" values are skipped.
     """
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
-    if start is None:
-        return {}
-    body = [line for line in lines[start:] if line.startswith('"')]
     launches: dict[int, tuple[str, dict[str, float]]] = {}
-    for row in csv.DictReader(io.StringIO("\n".join(body))):
+    for row in csv_rows(text):
         name, metric = row.get("Kernel Name"), NCU_METRICS.get(row.get("Metric Name") or "")
         launch = (row.get("ID") or "").strip()
         if not name or metric is None or not launch.isdigit():
@@ -128,7 +134,7 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
             value = float((row.get("Metric Value") or "").replace(",", ""))
         except ValueError:
             continue
-        launches.setdefault(int(launch), (name, {}))[1][metric] = value * _scale(row.get("Metric Unit") or "")
+        launches.setdefault(int(launch), (name, {}))[1][metric] = value * scale(row.get("Metric Unit") or "")
     kernels: dict[str, dict[str, float]] = {}
     for launch in sorted(launches):
         name, metrics = launches[launch]
